@@ -1,0 +1,97 @@
+"""Referral codes (API.md §2). Writes of the referral graph go to the state store; a use also
+publishes a record so that the workers pay the referral rewards."""
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
+from ingest_api.referral_codes.schemas import CreateCodes, UpdateCode, UseCode, code_json
+from rewards.domain.timestamps import format_timestamp
+from rewards.errors import bad_request, not_found, validation_messages
+from rewards.http import PageParams, backends_of, guard, json_body, parse_user
+from rewards.ports import Principal
+
+router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
+
+
+async def _fields(request: Request, model: type[BaseModel], query_allowed: bool = True):
+    """The request's fields from its JSON body, or from the query string when there is no body."""
+    body = await request.body()
+    raw = json_body(body) if body.strip() else (dict(request.query_params) if query_allowed else {})
+    if not isinstance(raw, dict):
+        raise bad_request("body must be a JSON object")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise bad_request(validation_messages(exc)) from exc
+
+
+@router.post("", status_code=201)
+async def create_codes(
+    request: Request, principal: Principal = Depends(guard("service_role", "referral_codes_create"))
+):
+    fields: CreateCodes = await _fields(request, CreateCodes)
+    owner = parse_user(fields.user_identifier, fields.user_identifier_type)
+    state = backends_of(request).state
+    records = await state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses)
+    return JSONResponse([code_json(r) for r in records], status_code=201)
+
+
+@router.get("")
+async def list_codes(
+    request: Request,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    page=PageParams,
+    principal: Principal = Depends(guard("referral_codes:read")),
+):
+    owner = parse_user(user_identifier, user_identifier_type)
+    records, count = await backends_of(request).state.list_codes(principal.project_id, owner, page.offset, page.size)
+    if count == 0:
+        raise not_found("No referral codes found for this user")
+    return {"results": [code_json(r) for r in records], "count": count, "next_page": page.next_page(count)}
+
+
+@router.get("/status")
+async def referral_status(
+    request: Request,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    principal: Principal = Depends(guard(None)),
+):
+    user = parse_user(user_identifier, user_identifier_type)
+    referral = await backends_of(request).state.referral_of(principal.project_id, user)
+    if referral is None:
+        return {"referred": False}
+    return {
+        "referred": True,
+        "code": referral.code,
+        "referrer_identifier": referral.referrer.identifier,
+        "referrer_identifier_type": referral.referrer.identifier_type,
+        "referred_at": format_timestamp(referral.referred_at_ms),
+    }
+
+
+@router.get("/{code}")
+async def get_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
+    record = await backends_of(request).state.get_code(principal.project_id, code)
+    if record is None:
+        raise not_found("Referral code not found")
+    return code_json(record)
+
+
+@router.patch("/{code}")
+async def update_code(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
+    fields: UpdateCode = await _fields(request, UpdateCode, query_allowed=False)
+    record = await backends_of(request).state.set_max_uses(principal.project_id, code, fields.max_uses)
+    return code_json(record)
+
+
+@router.patch("/{code}/use")
+async def use_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
+    fields: UseCode = await _fields(request, UseCode)
+    user = parse_user(fields.user_identifier, fields.user_identifier_type)
+    backends = backends_of(request)
+    async with backends.state.use_code(principal.project_id, code, user, fields.proof()) as (record, use):
+        await backends.log.publish(principal.project_id, [use])
+    return code_json(record)

@@ -1,0 +1,62 @@
+"""Referral-code requests and the code record (API.md §2)."""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rewards.domain.referrals import CodeRecord
+from rewards.domain.timestamps import format_timestamp
+
+MaxUses = Annotated[int, Field(gt=0)] | None
+
+
+class CreateCodes(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    user_identifier: str
+    user_identifier_type: str
+    quantity: int = 5
+    max_uses: MaxUses = None
+
+    @field_validator("quantity")
+    @classmethod
+    def _quantity_in_range(cls, quantity: int) -> int:
+        if not 1 <= quantity <= 50:
+            raise ValueError("must be between 1 and 50")
+        return quantity
+
+
+class UpdateCode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    max_uses: MaxUses = Field(...)
+
+
+class UseCode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    user_identifier: str
+    user_identifier_type: str
+    signature: str | None = None
+    signature_message: str | None = None
+    chain_id: int | str | None = None
+
+    def proof(self) -> dict:
+        return self.model_dump(include={"signature", "signature_message", "chain_id"}, exclude_none=True)
+
+
+def code_json(record: CodeRecord) -> dict:
+    return {
+        "code": record.code,
+        "created_at": format_timestamp(record.created_at_ms),
+        "used_by": [
+            {
+                "identifier": u.identifier,
+                "identifier_type": u.identifier_type,
+                "used_at": format_timestamp(u.used_at_ms),
+            }
+            for u in record.used_by
+        ],
+        "max_uses": record.max_uses,
+        "current_uses": record.current_uses,
+        "uses": record.current_uses,
+        "remaining_uses": record.remaining_uses,
+        "available": record.available,
+    }

@@ -1,0 +1,142 @@
+"""The `rewards` command line. Output on stdout is JSON; errors go to stderr with a non-zero exit."""
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from rewards.keys import SCOPES
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Rewards, referral and event-ingestion service.",
+)
+project_app = typer.Typer(no_args_is_help=True, help="Projects and their payout configuration.")
+key_app = typer.Typer(no_args_is_help=True, help="API keys.")
+app.add_typer(project_app, name="project")
+app.add_typer(key_app, name="key")
+
+DataDir = Annotated[Path, typer.Option("--data-dir", envvar="REWARDS_DATA_DIR", help="Where the data lives.")]
+DEFAULT_DATA_DIR = Path("data")
+
+
+def _print(value: object) -> None:
+    typer.echo(json.dumps(value))
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.echo(json.dumps({"error": message}), err=True)
+    raise typer.Exit(code)
+
+
+def _with_state(data_dir: Path, action):
+    """Run `action(state)` on the state store of `data_dir` (safe beside a running server)."""
+    from rewards.backends import open_embedded_state
+
+    async def run():
+        state = open_embedded_state(data_dir)
+        try:
+            return await action(state)
+        finally:
+            await state.close()
+
+    return asyncio.run(run())
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8000,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Serve every endpoint and run the pipeline in one process (the embedded default)."""
+    from rewards.serve import serve as run_server
+    from rewards.settings import Settings
+
+    run_server(Settings(host=host, port=port, data_dir=data_dir))
+
+
+@project_app.command("create")
+def project_create(name: Annotated[str, typer.Option("--name")], data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Create a project; prints its id."""
+    project_id = _with_state(data_dir, lambda state: state.create_project(name))
+    _print({"project_id": project_id})
+
+
+@project_app.command("delete")
+def project_delete(project_id: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Delete a project: its keys answer 404 from now on."""
+    if not _with_state(data_dir, lambda state: state.delete_project(project_id)):
+        _fail(f"project {project_id} not found")
+    _print({"project_id": project_id, "deleted": True})
+
+
+@project_app.command("config")
+def project_config(
+    project: Annotated[str, typer.Option("--project")],
+    file: Annotated[Path, typer.Option("--file", exists=True, dir_okay=False, help="JSON or YAML document")],
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Load the payout configuration (API.md §6) from a JSON or YAML file."""
+    from ingest_api.projects.router import config_json, parse_config
+    from rewards.errors import ApiError
+
+    try:
+        document = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        _fail(f"{file} is not valid JSON or YAML: {exc}")
+    try:
+        config = parse_config(document)
+    except ApiError as exc:
+        _fail(exc.message if isinstance(exc.message, str) else "; ".join(exc.message))
+
+    async def put(state):
+        if not await state.project_exists(project):
+            return False
+        await state.put_config(project, config)
+        return True
+
+    if not _with_state(data_dir, put):
+        _fail(f"project {project} not found")
+    _print({"project_id": project, "config": config_json(config)})
+
+
+@key_app.command("create")
+def key_create(
+    project: Annotated[str, typer.Option("--project")],
+    scope: Annotated[list[str] | None, typer.Option("--scope", help=f"One of {', '.join(SCOPES)}; repeatable.")] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Create an API key; it is shown only here."""
+    scopes = sorted(set(scope or []))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        _fail(f"unknown scope(s): {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+
+    async def create(state):
+        if not await state.project_exists(project):
+            return None
+        return await state.create_key(project, scopes)
+
+    api_key = _with_state(data_dir, create)
+    if api_key is None:
+        _fail(f"project {project} not found")
+    _print({"api_key": api_key, "project_id": project, "scopes": scopes})
+
+
+@key_app.command("revoke")
+def key_revoke(api_key: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Revoke an API key: it answers 401 from now on."""
+    if not _with_state(data_dir, lambda state: state.revoke_key(api_key)):
+        _fail("unknown or already revoked key")
+    _print({"revoked": True})
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,110 @@
+"""One SQLite database for the embedded default: the state store (Redis's role) and the outbox
+(Kafka's role) live in it, so a batch's dedup claim and its publication commit together.
+
+Every statement runs on one thread; an asyncio lock serialises writers across coroutines, and a
+context variable lets statements inside `transaction()` join it. Other processes (the CLI) share
+the file through WAL mode and a busy timeout.
+"""
+
+import asyncio
+import contextvars
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS projects (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL, deleted_ms INTEGER);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY, project_id TEXT NOT NULL, secret_hash BLOB NOT NULL, scopes TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, revoked_ms INTEGER);
+CREATE TABLE IF NOT EXISTS configs (
+    project_id TEXT PRIMARY KEY, document TEXT NOT NULL, updated_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS affiliates (
+    project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, id TEXT NOT NULL,
+    name TEXT, status TEXT NOT NULL, region TEXT, audience TEXT, tax_status TEXT NOT NULL, tier TEXT,
+    created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, user_type, user_id));
+CREATE TABLE IF NOT EXISTS codes (
+    project_id TEXT NOT NULL, code TEXT NOT NULL, owner_type TEXT NOT NULL, owner_id TEXT NOT NULL,
+    max_uses INTEGER, current_uses INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL,
+    seq INTEGER NOT NULL, PRIMARY KEY (project_id, code));
+CREATE INDEX IF NOT EXISTS codes_by_owner ON codes (project_id, owner_type, owner_id, seq);
+CREATE TABLE IF NOT EXISTS code_uses (
+    project_id TEXT NOT NULL, code TEXT NOT NULL, use_id TEXT NOT NULL, user_type TEXT NOT NULL,
+    user_id TEXT NOT NULL, used_ms INTEGER NOT NULL, proof TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS code_uses_by_code ON code_uses (project_id, code, used_ms);
+CREATE TABLE IF NOT EXISTS referrals (
+    project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL,
+    referrer_type TEXT NOT NULL, referrer_id TEXT NOT NULL, code TEXT NOT NULL,
+    referred_ms INTEGER NOT NULL, PRIMARY KEY (project_id, user_type, user_id));
+CREATE TABLE IF NOT EXISTS dedup (
+    project_id TEXT NOT NULL, dedup_id TEXT NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS user_events (
+    project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, name TEXT NOT NULL,
+    PRIMARY KEY (project_id, user_type, user_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS idempotency (
+    project_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, response BLOB,
+    created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, key));
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, project_id TEXT NOT NULL, payload BLOB NOT NULL,
+    created_ms INTEGER NOT NULL);
+"""
+
+_in_transaction: contextvars.ContextVar[bool] = contextvars.ContextVar("in_sqlite_transaction", default=False)
+
+
+class SqliteDatabase:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before the 200 leaves, so an accepted batch survives power loss too.
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(SCHEMA)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
+        self._lock = asyncio.Lock()
+
+    async def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `fn(connection)`: inside the caller's transaction if there is one, else as its own."""
+        loop = asyncio.get_running_loop()
+        if _in_transaction.get():
+            return await loop.run_in_executor(self._executor, fn, self._conn)
+        async with self._lock:
+            return await loop.run_in_executor(self._executor, self._atomic, fn)
+
+    def _atomic(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(self._conn)
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+        return result
+
+    @asynccontextmanager
+    async def transaction(self):
+        """Statements run through `run()` inside this block commit together, or not at all."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            await loop.run_in_executor(self._executor, self._conn.execute, "BEGIN IMMEDIATE")
+            token = _in_transaction.set(True)
+            try:
+                yield
+            except BaseException:
+                await loop.run_in_executor(self._executor, self._conn.execute, "ROLLBACK")
+                raise
+            else:
+                await loop.run_in_executor(self._executor, self._conn.execute, "COMMIT")
+            finally:
+                _in_transaction.reset(token)
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._executor.submit(self._conn.close).result()
+            self._executor.shutdown(wait=True)

@@ -1,0 +1,365 @@
+"""StateStore on SQLite: the embedded stand-in for Redis."""
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from rewards import keys
+from rewards.domain.codes import generate_code, normalize_code
+from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
+from rewards.domain.payouts import User
+from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
+from rewards.domain.timestamps import now_ms
+from rewards.embedded.sqlite_db import SqliteDatabase
+from rewards.errors import conflict
+from rewards.ports import Affiliate, Principal, Referral
+from schemas.records import CodeUseRecord
+
+_CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
+
+
+@dataclass
+class _Claim:
+    replay: bytes | None = None
+    fresh: list[int] = field(default_factory=list)
+    response: bytes | None = None
+
+    def respond(self, body: bytes) -> None:
+        self.response = body
+
+
+class SqliteStateStore:
+    def __init__(self, db: SqliteDatabase):
+        self._db = db
+
+    # -- projects and keys -------------------------------------------------------------------
+
+    async def create_project(self, name: str) -> str:
+        project_id = uuid.uuid4().hex
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO projects (id, name, created_ms) VALUES (?, ?, ?)", (project_id, name, now_ms())
+            )
+        )
+        return project_id
+
+    async def delete_project(self, project_id: str) -> bool:
+        cursor = await self._db.run(
+            lambda c: c.execute(
+                "UPDATE projects SET deleted_ms = ? WHERE id = ? AND deleted_ms IS NULL", (now_ms(), project_id)
+            )
+        )
+        return cursor.rowcount == 1
+
+    async def project_exists(self, project_id: str) -> bool:
+        row = await self._db.run(
+            lambda c: c.execute("SELECT 1 FROM projects WHERE id = ? AND deleted_ms IS NULL", (project_id,)).fetchone()
+        )
+        return row is not None
+
+    async def create_key(self, project_id: str, scopes: Sequence[str]) -> str:
+        api_key, key_id, secret_hash = keys.new_key()
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO api_keys (id, project_id, secret_hash, scopes, created_ms) VALUES (?, ?, ?, ?, ?)",
+                (key_id, project_id, secret_hash, json.dumps(sorted(set(scopes))), now_ms()),
+            )
+        )
+        return api_key
+
+    async def revoke_key(self, api_key: str) -> bool:
+        principal = await self.resolve_key(api_key)
+        if principal is None:
+            return False
+        await self._db.run(
+            lambda c: c.execute("UPDATE api_keys SET revoked_ms = ? WHERE id = ?", (now_ms(), principal.key_id))
+        )
+        return True
+
+    async def resolve_key(self, api_key: str) -> Principal | None:
+        parts = keys.split_key(api_key)
+        if parts is None:
+            return None
+        key_id, secret = parts
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT k.project_id, k.secret_hash, k.scopes, p.deleted_ms FROM api_keys k "
+                "JOIN projects p ON p.id = k.project_id WHERE k.id = ? AND k.revoked_ms IS NULL",
+                (key_id,),
+            ).fetchone()
+        )
+        if row is None or not keys.secret_matches(secret, row["secret_hash"]):
+            return None
+        return Principal(key_id, row["project_id"], frozenset(json.loads(row["scopes"])), row["deleted_ms"] is not None)
+
+    async def get_config(self, project_id: str) -> PayoutConfig:
+        row = await self._db.run(
+            lambda c: c.execute("SELECT document FROM configs WHERE project_id = ?", (project_id,)).fetchone()
+        )
+        return EMPTY_CONFIG if row is None else PayoutConfig.model_validate_json(row["document"])
+
+    async def put_config(self, project_id: str, config: PayoutConfig) -> None:
+        document = config.model_dump_json()
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO configs (project_id, document, updated_ms) VALUES (?, ?, ?) ON CONFLICT (project_id) "
+                "DO UPDATE SET document = excluded.document, updated_ms = excluded.updated_ms",
+                (project_id, document, now_ms()),
+            )
+        )
+
+    # -- affiliates ----------------------------------------------------------------------------
+
+    async def create_affiliate(self, project_id: str, affiliate: Affiliate) -> bool:
+        a = affiliate
+        cursor = await self._db.run(
+            lambda c: c.execute(
+                "INSERT OR IGNORE INTO affiliates (project_id, user_type, user_id, id, name, status, region, "
+                "audience, tax_status, tier, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (project_id, a.user.identifier_type, a.user.identifier, a.id, a.name, a.status, a.region,
+                 a.audience, a.tax_status, a.tier, a.created_at_ms),
+            )
+        )  # fmt: skip
+        return cursor.rowcount == 1
+
+    async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM affiliates WHERE project_id = ? AND user_type = ? AND user_id = ?",
+                (project_id, user.identifier_type, user.identifier),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return Affiliate(
+            row["id"], user, row["name"], row["status"], row["region"], row["audience"], row["tax_status"],
+            row["tier"], row["created_ms"],
+        )  # fmt: skip
+
+    # -- referral codes ------------------------------------------------------------------------
+
+    async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None) -> list[CodeRecord]:
+        created = now_ms()
+
+        def insert(c: sqlite3.Connection) -> list[str]:
+            seq = c.execute("SELECT COALESCE(MAX(seq), 0) FROM codes WHERE project_id = ?", (project_id,)).fetchone()[0]
+            codes: list[str] = []
+            while len(codes) < quantity:
+                code = generate_code()
+                cursor = c.execute(
+                    "INSERT OR IGNORE INTO codes (project_id, code, owner_type, owner_id, max_uses, created_ms, seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (project_id, code, owner.identifier_type, owner.identifier, max_uses, created, seq + 1),
+                )
+                if cursor.rowcount == 1:  # a collision with an existing code is simply drawn again
+                    codes.append(code)
+                    seq += 1
+            return codes
+
+        codes = await self._db.run(insert)
+        return [CodeRecord(code, owner, created, max_uses, 0, []) for code in codes]
+
+    async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
+        def read(c: sqlite3.Connection):
+            where = "project_id = ? AND owner_type = ? AND owner_id = ?"
+            args = (project_id, owner.identifier_type, owner.identifier)
+            count = c.execute(f"SELECT COUNT(*) FROM codes WHERE {where}", args).fetchone()[0]
+            rows = c.execute(
+                f"SELECT * FROM codes WHERE {where} ORDER BY seq DESC LIMIT ? OFFSET ?", (*args, limit, offset)
+            ).fetchall()
+            return [self._code_record(c, row) for row in rows], count
+
+        return await self._db.run(read)
+
+    async def get_code(self, project_id: str, code: str) -> CodeRecord | None:
+        return await self._db.run(lambda c: self._read_code(c, project_id, normalize_code(code)))
+
+    async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord:
+        code = normalize_code(code)
+
+        def update(c: sqlite3.Connection) -> CodeRecord:
+            record = self._read_code(c, project_id, code)
+            if record is None:
+                raise CodeNotFound("Referral code not found")
+            if max_uses is not None and max_uses < record.current_uses:
+                raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
+            c.execute("UPDATE codes SET max_uses = ? WHERE project_id = ? AND code = ?", (max_uses, project_id, code))
+            return self._read_code(c, project_id, code)
+
+        return await self._db.run(update)
+
+    @asynccontextmanager
+    async def use_code(self, project_id: str, code: str, user: User, proof: dict):
+        code = normalize_code(code)
+        used_at = now_ms()
+        use_id = uuid.uuid4().hex
+
+        def use(c: sqlite3.Connection) -> tuple[CodeRecord, CodeUseRecord]:
+            record = self._read_code(c, project_id, code)
+            if record is None:
+                raise CodeNotFound("Referral code not found")
+            check_use(record, user, self._referrer(c, project_id, user), self._chain(c, project_id, record.owner))
+            c.execute(
+                "UPDATE codes SET current_uses = current_uses + 1 WHERE project_id = ? AND code = ?", (project_id, code)
+            )
+            c.execute(
+                "INSERT INTO code_uses (project_id, code, use_id, user_type, user_id, used_ms, proof) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (project_id, code, use_id, user.identifier_type, user.identifier, used_at, json.dumps(proof)),
+            )
+            c.execute(
+                "INSERT INTO referrals (project_id, user_type, user_id, referrer_type, referrer_id, code, referred_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (project_id, user.identifier_type, user.identifier, record.owner.identifier_type,
+                 record.owner.identifier, code, used_at),
+            )  # fmt: skip
+            event = CodeUseRecord(
+                project_id=project_id, use_id=use_id, code=code,
+                owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
+                user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
+            )  # fmt: skip
+            return self._read_code(c, project_id, code), event
+
+        async with self._db.transaction():
+            yield await self._db.run(use)
+
+    async def referral_of(self, project_id: str, user: User) -> Referral | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT referrer_type, referrer_id, code, referred_ms FROM referrals "
+                "WHERE project_id = ? AND user_type = ? AND user_id = ?",
+                (project_id, user.identifier_type, user.identifier),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return Referral(row["code"], User(row["referrer_id"], row["referrer_type"]), row["referred_ms"])
+
+    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]:
+        return await self._db.run(lambda c: self._chain(c, project_id, user, depth))
+
+    def _referrer(self, c: sqlite3.Connection, project_id: str, user: User) -> User | None:
+        row = c.execute(
+            "SELECT referrer_type, referrer_id FROM referrals WHERE project_id = ? AND user_type = ? AND user_id = ?",
+            (project_id, user.identifier_type, user.identifier),
+        ).fetchone()
+        return None if row is None else User(row["referrer_id"], row["referrer_type"])
+
+    def _chain(self, c: sqlite3.Connection, project_id: str, user: User, depth: int = _CHAIN_LIMIT) -> list[User]:
+        chain: list[User] = []
+        current = self._referrer(c, project_id, user)
+        while current is not None and len(chain) < depth and current not in chain:
+            chain.append(current)
+            current = self._referrer(c, project_id, current)
+        return chain
+
+    def _read_code(self, c: sqlite3.Connection, project_id: str, code: str) -> CodeRecord | None:
+        row = c.execute("SELECT * FROM codes WHERE project_id = ? AND code = ?", (project_id, code)).fetchone()
+        return None if row is None else self._code_record(c, row)
+
+    @staticmethod
+    def _code_record(c: sqlite3.Connection, row: sqlite3.Row) -> CodeRecord:
+        uses = c.execute(
+            "SELECT user_id, user_type, used_ms FROM code_uses WHERE project_id = ? AND code = ? ORDER BY used_ms",
+            (row["project_id"], row["code"]),
+        ).fetchall()
+        return CodeRecord(
+            code=row["code"],
+            owner=User(row["owner_id"], row["owner_type"]),
+            created_at_ms=row["created_ms"],
+            max_uses=row["max_uses"],
+            current_uses=row["current_uses"],
+            used_by=[CodeUse(u["user_id"], u["user_type"], u["used_ms"]) for u in uses],
+        )
+
+    # -- events ----------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def ingest(
+        self,
+        project_id: str,
+        dedup_ids: list[str],
+        users_and_names: list[tuple[User, str]],
+        idempotency: tuple[str, str] | None,
+    ):
+        claim = _Claim()
+        async with self._db.transaction():
+            if idempotency is not None:
+                claim.replay = await self._db.run(lambda c: self._idempotent_replay(c, project_id, *idempotency))
+                if claim.replay is not None:
+                    yield claim
+                    return
+            claim.fresh = await self._db.run(lambda c: self._claim(c, project_id, dedup_ids, users_and_names))
+            yield claim
+            if idempotency is not None and claim.response is not None:
+                key, body_hash = idempotency
+                await self._db.run(
+                    lambda c: c.execute(
+                        "INSERT INTO idempotency (project_id, key, body_hash, response, created_ms) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (project_id, key, body_hash, claim.response, now_ms()),
+                    )
+                )
+
+    @staticmethod
+    def _idempotent_replay(c: sqlite3.Connection, project_id: str, key: str, body_hash: str) -> bytes | None:
+        row = c.execute(
+            "SELECT body_hash, response FROM idempotency WHERE project_id = ? AND key = ?", (project_id, key)
+        ).fetchone()
+        if row is None:
+            return None
+        if row["body_hash"] != body_hash:
+            raise conflict("Idempotency-Key has already been used with a different body")
+        return row["response"]
+
+    @staticmethod
+    def _claim(c: sqlite3.Connection, project_id: str, dedup_ids: list[str], users_and_names) -> list[int]:
+        fresh = []
+        for index, dedup_id in enumerate(dedup_ids):
+            cursor = c.execute(
+                "INSERT OR IGNORE INTO dedup (project_id, dedup_id) VALUES (?, ?)", (project_id, dedup_id)
+            )
+            if cursor.rowcount == 1:
+                fresh.append(index)
+        c.executemany(
+            "INSERT OR IGNORE INTO user_events (project_id, user_type, user_id, name) VALUES (?, ?, ?, ?)",
+            [(project_id, users_and_names[i][0].identifier_type, users_and_names[i][0].identifier,
+              users_and_names[i][1]) for i in fresh],
+        )  # fmt: skip
+        return fresh
+
+    async def event_status(self, project_id: str, dedup_id: str) -> str | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT processed FROM dedup WHERE project_id = ? AND dedup_id = ?", (project_id, dedup_id)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return "processed" if row["processed"] else "accepted"
+
+    async def has_event(self, project_id: str, user: User, name: str) -> bool:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM user_events WHERE project_id = ? AND user_type = ? AND user_id = ? AND name = ?",
+                (project_id, user.identifier_type, user.identifier, name),
+            ).fetchone()
+        )
+        return row is not None
+
+    async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None:
+        await self._db.run(
+            lambda c: c.executemany(
+                "UPDATE dedup SET processed = 1 WHERE project_id = ? AND dedup_id = ?",
+                [(project_id, dedup_id) for dedup_id in dedup_ids],
+            )
+        )
+
+    async def ping(self) -> None:
+        await self._db.run(lambda c: c.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        await self._db.close()

@@ -1,0 +1,127 @@
+"""The ports: one small interface per engine role, each with an embedded and a production adapter.
+
+- StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency).
+- EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
+- Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
+
+A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids and its publication
+on the log succeed together or not at all (an exception inside the block undoes the claim).
+"""
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from rewards.domain.payout_config import PayoutConfig
+from rewards.domain.payouts import User
+from rewards.domain.referrals import CodeRecord
+from schemas.records import CodeUseRecord, ConversionRecord
+
+Record = ConversionRecord | CodeUseRecord
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    project_id: str
+    scopes: frozenset[str]
+    project_deleted: bool
+
+
+@dataclass(frozen=True)
+class Affiliate:
+    id: str
+    user: User
+    name: str | None
+    status: str
+    region: str | None
+    audience: str | None
+    tax_status: str
+    tier: str | None
+    created_at_ms: int
+
+
+@dataclass(frozen=True)
+class Referral:
+    code: str
+    referrer: User
+    referred_at_ms: int
+
+
+class IngestClaim(Protocol):
+    replay: bytes | None  # the stored response of an earlier request with this Idempotency-Key
+    fresh: list[int]  # indexes of the batch's events whose dedup ids were new
+
+    def respond(self, body: bytes) -> None: ...
+
+
+class StateStore(Protocol):
+    # projects and keys
+    async def create_project(self, name: str) -> str: ...
+    async def delete_project(self, project_id: str) -> bool: ...
+    async def create_key(self, project_id: str, scopes: Sequence[str]) -> str: ...
+    async def revoke_key(self, api_key: str) -> bool: ...
+    async def resolve_key(self, api_key: str) -> Principal | None: ...
+    async def get_config(self, project_id: str) -> PayoutConfig: ...
+    async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...
+
+    # affiliates
+    async def create_affiliate(self, project_id: str, affiliate: Affiliate) -> bool: ...
+    async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None: ...
+
+    # referral codes and the referral graph
+    async def create_codes(
+        self, project_id: str, owner: User, quantity: int, max_uses: int | None
+    ) -> list[CodeRecord]: ...
+    async def list_codes(
+        self, project_id: str, owner: User, offset: int, limit: int
+    ) -> tuple[list[CodeRecord], int]: ...
+    async def get_code(self, project_id: str, code: str) -> CodeRecord | None: ...
+    async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord: ...
+    def use_code(
+        self, project_id: str, code: str, user: User, proof: dict
+    ) -> AbstractAsyncContextManager[tuple[CodeRecord, CodeUseRecord]]: ...
+    async def referral_of(self, project_id: str, user: User) -> Referral | None: ...
+    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]: ...
+
+    # events
+    def ingest(
+        self,
+        project_id: str,
+        dedup_ids: list[str],
+        users_and_names: list[tuple[User, str]],
+        idempotency: tuple[str, str] | None,
+    ) -> AbstractAsyncContextManager[IngestClaim]: ...
+    async def event_status(self, project_id: str, dedup_id: str) -> str | None: ...
+    async def has_event(self, project_id: str, user: User, name: str) -> bool: ...
+    async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None: ...
+
+    async def ping(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class EventLog(Protocol):
+    """The producer side. Inside `StateStore.ingest`/`use_code`, publication joins their transaction."""
+
+    async def publish(self, project_id: str, records: Sequence[Record]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Delivery:
+    token: str  # stable across redeliveries: the warehouse's insert deduplication token
+    records: list[Record]
+
+
+class EventSource(Protocol):
+    """The consumer side: deliveries in log order, at least once, until committed."""
+
+    async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]: ...
+    async def commit(self, deliveries: Sequence[Delivery]) -> None: ...
+
+
+class Warehouse(Protocol):
+    async def migrate(self) -> None: ...
+    async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None: ...
+    async def query(self, sql: str, params: dict | None = None) -> list[dict]: ...
+    async def close(self) -> None: ...

@@ -1,0 +1,45 @@
+"""`rewards serve`: the embedded default, one process serving every endpoint and running the pipeline."""
+
+import contextlib
+
+import structlog
+import uvicorn
+from fastapi import FastAPI
+
+from ingest_api.app import ROUTERS as INGEST_ROUTERS
+from query_api.app import ROUTERS as QUERY_ROUTERS
+from rewards.backends import open_embedded
+from rewards.http import create_app
+from rewards.logging import configure_logging
+from rewards.settings import Settings
+from stream_workers.app import running_worker
+
+log = structlog.get_logger(__name__)
+
+
+def embedded_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        backends = await open_embedded(settings)
+        app.state.backends = backends
+        try:
+            async with running_worker(backends):
+                log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
+                yield
+        finally:
+            await backends.close()
+            log.info("stopped")
+
+    return create_app("Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes)
+
+
+def serve(settings: Settings) -> None:
+    configure_logging(settings.log_level, settings.log_format)
+    uvicorn.run(
+        embedded_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )

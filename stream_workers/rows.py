@@ -1,0 +1,68 @@
+"""Log records to warehouse rows: pure functions over the payout engine's results."""
+
+from dataclasses import dataclass
+
+import orjson
+
+from rewards.clickhouse_values import ch_datetime
+from rewards.domain.amounts import format_amount
+from rewards.domain.payouts import Payout
+from schemas.records import CodeUseRecord, ConversionRecord
+
+
+@dataclass(frozen=True)
+class PayoutSource:
+    project_id: str
+    source_id: str  # the event's dedup_id, or the code use's id
+    source_type: str  # "conversion" | "code_use"
+    happened_at_ms: int
+
+
+def conversion_row(record: ConversionRecord) -> dict:
+    return {
+        "project_id": record.project_id,
+        "dedup_id": record.dedup_id,
+        "name": record.name,
+        "user_identifier": record.user_identifier,
+        "user_identifier_type": record.user_identifier_type,
+        "timestamp": ch_datetime(record.timestamp_ms),
+        "received_at": ch_datetime(record.received_ms),
+        "batch_id": record.batch_id,
+        "args": orjson.dumps(record.args).decode(),
+        "metadata": orjson.dumps(record.metadata).decode(),
+    }
+
+
+def conversion_source(record: ConversionRecord) -> PayoutSource:
+    return PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms)
+
+
+def code_use_source(record: CodeUseRecord) -> PayoutSource:
+    return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms)
+
+
+def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int) -> list[dict]:
+    return [_payout_row(source, index, payout, created_at_ms) for index, payout in enumerate(payouts)]
+
+
+def _payout_row(source: PayoutSource, index: int, payout: Payout, created_at_ms: int) -> dict:
+    currency = payout.currency
+    token = not isinstance(currency, str)
+    return {
+        "project_id": source.project_id,
+        "payout_id": f"{source.source_type}:{source.source_id}:{index}",
+        "source_id": source.source_id,
+        "source_type": source.source_type,
+        "kind": payout.kind,
+        "role": payout.role,
+        "level": payout.level,
+        "recipient_identifier": payout.recipient.identifier,
+        "recipient_identifier_type": payout.recipient.identifier_type,
+        "amount": format_amount(payout.amount),
+        "currency": currency.address if token else currency,
+        "currency_chain_id": currency.chain_id if token else 0,
+        "currency_name": currency.name if token else "",
+        "currency_decimals": currency.decimals if token else 0,
+        "happened_at": ch_datetime(source.happened_at_ms),
+        "created_at": ch_datetime(created_at_ms),
+    }

@@ -1,0 +1,43 @@
+"""The worker loop over an EventSource: poll, write, commit; a failed delivery is retried, never skipped."""
+
+import asyncio
+
+import structlog
+from prometheus_client import Counter, Histogram
+
+from rewards.ports import EventSource, StateStore, Warehouse
+from stream_workers.processor import process_delivery
+
+log = structlog.get_logger(__name__)
+
+DELIVERIES = Counter("rewards_worker_deliveries_total", "Deliveries written to the warehouse")
+PAYOUTS = Counter("rewards_worker_payouts_total", "Payout rows written to the warehouse")
+FAILURES = Counter("rewards_worker_failures_total", "Deliveries that failed and will be retried")
+LATENCY = Histogram("rewards_worker_delivery_seconds", "Time to write one delivery")
+
+MAX_DELIVERIES = 32
+RETRY_DELAY_S = 1.0
+
+
+async def run_worker(
+    source: EventSource, state: StateStore, warehouse: Warehouse, stop: asyncio.Event, poll_timeout_s: float
+) -> None:
+    log.info("worker started")
+    while not stop.is_set():
+        deliveries = await source.poll(MAX_DELIVERIES, poll_timeout_s)
+        written = []
+        for delivery in deliveries:
+            try:
+                with LATENCY.time():
+                    PAYOUTS.inc(await process_delivery(delivery, state, warehouse))
+            except Exception:
+                FAILURES.inc()
+                log.exception("delivery failed; it will be retried", token=delivery.token)
+                break
+            written.append(delivery)
+        if written:
+            await source.commit(written)
+            DELIVERIES.inc(len(written))
+        if len(written) < len(deliveries):
+            await asyncio.sleep(RETRY_DELAY_S)
+    log.info("worker stopped")

@@ -8,8 +8,8 @@ import math
 import time
 
 from limits import RateLimitItem, parse
-from limits.storage import storage_from_string
 from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
 
 DEFAULT_LIMITS = {
     "events_batch": "10/minute",

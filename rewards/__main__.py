@@ -1,0 +1,3 @@
+from rewards.cli import app
+
+app()

@@ -2,6 +2,10 @@
 
 from datetime import UTC, datetime
 
+# The span of ClickHouse DateTime64 values we use: 1970-01-01 up to the type's end, 2299-12-31T23:59:59.999Z.
+MIN_MS = 0
+MAX_MS = 10_413_791_999_999
+
 
 def ch_datetime(ms: int) -> str:
     moment = datetime.fromtimestamp(ms // 1000, tz=UTC)

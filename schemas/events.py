@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rewards.clickhouse_values import MAX_MS, MIN_MS
 from rewards.domain.amounts import InvalidAmount, parse_decimal
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
@@ -112,6 +113,8 @@ def validate_event(raw: object, prefix: str = "") -> ValidEvent:
     if event.timestamp is not None:
         try:
             timestamp_ms = parse_timestamp_ms(event.timestamp)
+            if not MIN_MS <= timestamp_ms <= MAX_MS:
+                raise InvalidTimestamp("must be between 1970-01-01 and 2299-12-31")
         except InvalidTimestamp as exc:
             messages.append(f"{dot}timestamp {exc}")
     if messages:

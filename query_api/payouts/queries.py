@@ -3,13 +3,14 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
+from rewards.clickhouse_values import MAX_MS as _FOREVER_MS
 from rewards.clickhouse_values import ch_datetime
 from rewards.domain.payouts import User
 from rewards.ports import Warehouse
 
 KINDS = ("affiliate_commission", "referral_reward", "end_user_reward", "campaign_bonus")
 HOUR_MS = 3_600_000
-_FOREVER_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
 DT = "DateTime64(3, 'UTC')"
 
 
@@ -53,7 +54,7 @@ def _totals_sql(window: tuple[int | None, int | None]) -> tuple[str, dict]:
             {},
         )
     start = 0 if start is None else max(start, 0)
-    end = _FOREVER_MS if end is None else end
+    end = _FOREVER_MS if end is None else min(end, _FOREVER_MS)
     whole_from = -(-start // HOUR_MS) * HOUR_MS  # first whole hour inside the window
     whole_to = (end + 1) // HOUR_MS * HOUR_MS  # end of the last whole hour inside it
     if whole_to <= whole_from:
@@ -90,7 +91,8 @@ async def leaderboard(
     params = {**params, "project": project_id, "role": role}
     count_rows = await warehouse.query(f"SELECT count() AS c FROM ({totals})", params)
     count = int(count_rows[0]["c"]) if count_rows else 0
-    ranked = f"SELECT t, u, toString(total) AS total, n, rank() OVER (ORDER BY total DESC) AS rank FROM ({totals})"
+    # The total's text gets its own alias: ClickHouse aliases shadow columns, even inside the window.
+    ranked = f"SELECT t, u, toString(total) AS total_text, n, rank() OVER (ORDER BY total DESC) AS rank FROM ({totals})"
     if user is None:
         sql = f"SELECT * FROM ({ranked}) ORDER BY rank, u LIMIT {{limit:UInt32}} OFFSET {{offset:UInt64}}"
         params = {**params, "limit": limit, "offset": offset}
@@ -98,4 +100,4 @@ async def leaderboard(
         sql = f"SELECT * FROM ({ranked}) WHERE t = {{user_type:String}} AND u = {{user_id:String}}"
         params = {**params, "user_type": user.identifier_type, "user_id": user.identifier}
     rows = await warehouse.query(sql, params)
-    return [Ranked(int(r["rank"]), User(r["u"], r["t"]), Decimal(r["total"]), int(r["n"])) for r in rows], count
+    return [Ranked(int(r["rank"]), User(r["u"], r["t"]), Decimal(r["total_text"]), int(r["n"])) for r in rows], count

@@ -1,0 +1,74 @@
+"""Durability (SIGKILL right after a 200) and the command line, as real processes."""
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import event, evm
+from tests.harness import Admin, Api, Server
+
+CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}]}
+
+
+def test_sigkill_right_after_the_200_loses_nothing_and_pays_once(tmp_path):
+    data = tmp_path / "data"
+    server = Server(data).start()
+    admin = Admin(data)
+    project = admin.project()
+    key = admin.key(project, "service_role")
+    events = [event(f"k{i}", user=evm(i)) for i in range(100)]
+    with Api(server, key, project) as api:
+        api.put("/projects/config", json=CONFIG)
+        assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 100}
+    server.stop(signal.SIGKILL)
+
+    restarted = Server(data).start()
+    try:
+        with Api(restarted, key, project) as api:
+            api.wait_processed(*(e["dedup_id"] for e in events))
+            assert api.get("/payouts/summary", params={"currency": "point"}).json() == {"total_payouts": "700"}
+            assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 0}
+    finally:
+        restarted.stop()
+
+
+def rewards(*args: str, data_dir) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "rewards", *args, "--data-dir", str(data_dir)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_projects_keys_and_config(tmp_path, server):
+    data = server.data_dir  # works beside the running server on the same data dir
+    created = rewards("project", "create", "--name", "cli", data_dir=data)
+    assert created.returncode == 0, created.stderr
+    project = json.loads(created.stdout)["project_id"]
+    key = rewards("key", "create", "--project", project, "--scope", "service_role", data_dir=data)
+    body = json.loads(key.stdout)
+    assert body["project_id"] == project and body["scopes"] == ["service_role"] and body["api_key"].startswith("rk_")
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text("conversions:\n  - event_name: signup\n    base: {fixed: '100'}\n")
+    loaded = rewards("project", "config", "--project", project, "--file", str(config_file), data_dir=data)
+    assert loaded.returncode == 0, loaded.stderr
+    with Api(server, body["api_key"], project) as api:
+        assert api.get("/projects/config").json()["conversions"][0]["base"] == {"fixed": "100"}
+        config_file.write_text('{"default_tier": "missing"}')
+        bad = rewards("project", "config", "--project", project, "--file", str(config_file), data_dir=data)
+        assert bad.returncode != 0 and "default_tier" in bad.stderr and bad.stdout == ""
+
+        assert rewards("key", "revoke", body["api_key"], data_dir=data).returncode == 0
+        assert api.get("/projects/config").status_code == 401
+    assert rewards("key", "revoke", body["api_key"], data_dir=data).returncode != 0
+    assert rewards("key", "create", "--project", "nope", data_dir=data).returncode != 0
+    assert rewards("key", "create", "--project", project, "--scope", "admin", data_dir=data).returncode != 0
+    assert rewards("project", "delete", project, data_dir=data).returncode == 0
+    assert rewards("project", "delete", project, data_dir=data).returncode != 0
+
+
+@pytest.mark.parametrize("args", [["--help"], ["project", "--help"], ["key", "--help"]])
+def test_cli_help(args, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "rewards", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Usage" in result.stdout

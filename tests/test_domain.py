@@ -1,0 +1,90 @@
+"""Pure domain rules: identifiers, amounts, timestamps, codes, the payout engine."""
+
+from decimal import Decimal
+
+import pytest
+
+from rewards.domain import payouts as engine
+from rewards.domain.amounts import format_amount
+from rewards.domain.codes import generate_code
+from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
+from rewards.domain.payout_config import PayoutConfig
+from rewards.domain.timestamps import format_timestamp, parse_timestamp_ms
+
+VALID = [
+    ("0xAbCdEf0123456789abcdef0123456789ABCDEF01", "evm_address", "0xabcdef0123456789abcdef0123456789abcdef01"),
+    ("So11111111111111111111111111111111111111112", "solana_address", None),
+    ("0x" + "A" * 64, "sui_address", "0x" + "a" * 64),
+    ("rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh", "xrpl_address", None),
+    ("GAAZI4TCR3TY5OJHCTJC2A4QSY6CJWJH5IAJTGKIN2ER7LBNVKOCCWN7", "stellar_address", None),
+    ("Alice@Example.COM", "email", "alice@example.com"),
+]
+INVALID = [
+    ("0x123", "evm_address"),
+    ("0OOO", "solana_address"),
+    ("0x" + "a" * 63, "sui_address"),
+    ("xHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh", "xrpl_address"),
+    ("GAAZI4TCR3TY5OJHCTJC2A4QSY6CJWJH5IAJTGKIN2ER7LBNVKOCCWN6", "stellar_address"),  # bad checksum
+    ("not-an-email", "email"),
+    ("0x" + "a" * 40, "bitcoin_address"),
+]
+
+
+@pytest.mark.parametrize(("identifier", "kind", "stored"), VALID)
+def test_valid_identifiers_and_their_stored_form(identifier, kind, stored):
+    assert canonical_identifier(identifier, kind) == (stored or identifier)
+
+
+@pytest.mark.parametrize(("identifier", "kind"), INVALID)
+def test_invalid_identifiers(identifier, kind):
+    with pytest.raises(InvalidIdentifier):
+        canonical_identifier(identifier, kind)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [("0", "0"), ("1500", "1500"), ("12.50", "12.5"), ("1E+3", "1000"), ("0.000", "0")]
+)
+def test_amount_wire_format(value, text):
+    assert format_amount(Decimal(value)) == text
+
+
+def test_timestamps_round_trip_with_milliseconds():
+    ms = parse_timestamp_ms("2026-11-22T09:12:03.123Z")
+    assert ms == parse_timestamp_ms(ms) == parse_timestamp_ms(str(ms))
+    assert format_timestamp(ms) == "2026-11-22T09:12:03.123Z"
+
+
+def test_codes_are_7_characters_of_the_alphabet():
+    codes = {generate_code() for _ in range(1000)}
+    assert len(codes) == 1000 and all(len(c) == 7 and c.isalnum() and c.upper() == c for c in codes)
+
+
+CONFIG = PayoutConfig.model_validate(
+    {
+        "default_tier": "base",
+        "tiers": [
+            {"id": "base", "name": "B", "rank": 1, "rates": {"r1": "0.1", "r2": "0.05", "r3": "0.02", "r4": 0.01}}
+        ],
+        "conversions": [
+            {"event_name": "swap", "base": {"rate_of": "revenue", "rate": "0.3"},
+             "currency": {"address": "0xa0b8", "chain_id": 1, "name": "USDC", "decimals": 6}},
+            {"event_name": "tiny", "base": {"fixed": "0.0000000000000000001"}, "end_user_reward": {"rate": "1"}},
+        ],
+    }
+)  # fmt: skip
+USER = engine.User("u", "email")
+CHAIN = [engine.User(f"l{n}", "email") for n in range(1, 7)]
+
+
+def test_commissions_stop_at_level_4_and_tokens_are_raw_integers_rounded_down():
+    event = engine.Conversion("swap", USER, 0, {"revenue": {"amount": "100.0000001"}})
+    paid = engine.conversion_payouts(event, CONFIG, CHAIN, None)
+    # base = 30.00000003 USDC; L1 = 3.000000003 USDC -> 3000000 raw (rounded down)
+    assert [(p.level, p.amount) for p in paid] == [(1, 3000000), (2, 1500000), (3, 600000), (4, 300000)]
+    assert {p.recipient.identifier for p in paid} == {"l1", "l2", "l3", "l4"}
+
+
+def test_payouts_rounding_to_zero_are_not_written_and_missing_args_pay_nothing():
+    assert engine.conversion_payouts(engine.Conversion("tiny", USER, 0, {}), CONFIG, [], None) == []
+    assert engine.conversion_payouts(engine.Conversion("swap", USER, 0, {}), CONFIG, CHAIN, None) == []
+    assert engine.code_use_payouts(CONFIG, CHAIN[0], USER) == []  # no referral_reward configured

@@ -58,3 +58,8 @@ def test_unknown_route_and_unknown_query_parameters(api):
 def test_body_over_the_limit_is_413(api):
     response = api.post("/events/batch", content=b"{" + b" " * (3 * 1024 * 1024) + b"}")
     error_of(response, 413)
+
+
+def test_authentication_is_checked_before_the_query(server):
+    response = httpx.get(f"{server.url}/api/v1/payouts/leaderboard/users?from=garbage&page=0")
+    error_of(response, 401)

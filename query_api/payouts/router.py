@@ -52,12 +52,30 @@ def _window(start: str | None, end: str | None) -> tuple[int | None, int | None]
     return bounds
 
 
-async def _leaderboard(request, principal, role, page, start, end, user_identifier, identifier_type):
-    user = None
-    if user_identifier is not None or identifier_type is not None:
-        user = parse_user(user_identifier, identifier_type)
+class LeaderboardQuery:
+    """The query of both leaderboards; `user_identifier_type` is another name of `identifier_type`."""
+
+    def __init__(
+        self,
+        page=PageParams,
+        start: str | None = Query(None, alias="from"),
+        end: str | None = Query(None, alias="to"),
+        user_identifier: str | None = None,
+        identifier_type: str | None = None,
+        user_identifier_type: str | None = None,
+    ):
+        self.page = page
+        self.window = _window(start, end)
+        self.user = None
+        kind = identifier_type or user_identifier_type
+        if user_identifier is not None or kind is not None:
+            self.user = parse_user(user_identifier, kind)
+
+
+async def _leaderboard(request: Request, principal: Principal, role: str, query: LeaderboardQuery) -> dict:
+    page = query.page
     rows, count = await queries.leaderboard(
-        backends_of(request).warehouse, principal.project_id, role, _window(start, end), page.offset, page.size, user
+        backends_of(request).warehouse, principal.project_id, role, query.window, page.offset, page.size, query.user
     )
     return {
         "total_results": count,
@@ -79,29 +97,15 @@ async def _leaderboard(request, principal, role, page, start, end, user_identifi
 
 @router.get("/leaderboard/payouts")
 async def affiliates_leaderboard(
-    request: Request,
-    page=PageParams,
-    start: str | None = Query(None, alias="from"),
-    end: str | None = Query(None, alias="to"),
-    user_identifier: str | None = None,
-    identifier_type: str | None = None,
-    user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
+    request: Request, principal: Principal = Depends(guard(None)), query: LeaderboardQuery = Depends()
 ):
-    kind = identifier_type or user_identifier_type
-    return await _leaderboard(request, principal, "affiliate", page, start, end, user_identifier, kind)
+    """Affiliates ranked by the points earned as affiliates (commissions and referral rewards)."""
+    return await _leaderboard(request, principal, "affiliate", query)
 
 
 @router.get("/leaderboard/users")
 async def users_leaderboard(
-    request: Request,
-    page=PageParams,
-    start: str | None = Query(None, alias="from"),
-    end: str | None = Query(None, alias="to"),
-    user_identifier: str | None = None,
-    identifier_type: str | None = None,
-    user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
+    request: Request, principal: Principal = Depends(guard(None)), query: LeaderboardQuery = Depends()
 ):
-    kind = identifier_type or user_identifier_type
-    return await _leaderboard(request, principal, "user", page, start, end, user_identifier, kind)
+    """End users ranked by the points earned as users (end-user rewards, campaign bonuses)."""
+    return await _leaderboard(request, principal, "user", query)

@@ -42,6 +42,7 @@ def test_config_round_trip_and_validation(api):
     assert api.put("/projects/config", json=CONFIG).status_code == 200
     stored = api.get("/projects/config").json()
     assert stored["tiers"][1]["rates"]["r1"] == "0.20" and stored["default_tier"] == "base"
+    assert stored["campaigns"][0]["starts_at"] == "2026-01-01T00:00:00.000Z"
     bad = {**CONFIG, "default_tier": "nope", "tiers": [{"id": "x", "rates": {"r1": "2"}}], "extra": 1}
     message = error_of(api.put("/projects/config", json=bad), 400)
     assert isinstance(message, list) and len(message) >= 4

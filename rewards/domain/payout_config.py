@@ -3,10 +3,10 @@
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from rewards.domain.amounts import InvalidAmount, parse_decimal
-from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
+from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
 
 
 def _decimal(value: object) -> Decimal:
@@ -98,6 +98,10 @@ class Campaign(_Strict):
     starts_at: TimestampMs
     ends_at: TimestampMs
     bonus: NonNegative
+
+    @field_serializer("starts_at", "ends_at")
+    def _iso(self, ms: int) -> str:
+        return format_timestamp(ms)
 
     @model_validator(mode="after")
     def _ordered(self) -> "Campaign":

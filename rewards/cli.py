@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -136,7 +135,3 @@ def key_revoke(api_key: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     if not _with_state(data_dir, lambda state: state.revoke_key(api_key)):
         _fail("unknown or already revoked key")
     _print({"revoked": True})
-
-
-def main() -> None:  # pragma: no cover
-    sys.exit(app())

@@ -11,7 +11,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards.backends import Backends
-from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
+from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
 from rewards.domain.referrals import ReferralError
 from rewards.errors import ApiError, bad_request, error_body, validation_messages
@@ -93,9 +93,8 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
             raise ApiError(403, f"This operation requires the {scope} scope")
         if operation is not None:
             backends = backends_of(request)
-            request.scope.setdefault("state", {})["extra_headers"] = {}
             headers = await backends.limiter.hit(operation, principal.key_id)
-            request.scope["state"]["extra_headers"] = headers
+            request.scope.setdefault("state", {})["extra_headers"] = headers
         return principal
 
     return dependency
@@ -147,4 +146,3 @@ class Page:
 
 
 PageParams = Depends(Page)
-IDENTIFIER_TYPE_HELP = f"one of {', '.join(IDENTIFIER_TYPES)}"

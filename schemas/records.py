@@ -6,7 +6,6 @@ or remove one. Serialized as JSON; amounts are decimal strings, times epoch mill
 
 from typing import Annotated, Literal
 
-import orjson
 from pydantic import BaseModel, Field, TypeAdapter
 
 
@@ -46,7 +45,3 @@ def dump_records(records: list[ConversionRecord | CodeUseRecord]) -> bytes:
 
 def load_records(payload: bytes) -> list[ConversionRecord | CodeUseRecord]:
     return _records.validate_json(payload)
-
-
-def dump_json(value: object) -> bytes:
-    return orjson.dumps(value)

@@ -6,16 +6,12 @@ again after a crash (written, not yet committed) writes nothing twice.
 
 from collections import defaultdict
 
-import structlog
-
 from rewards.domain import payouts as engine
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery, StateStore, Warehouse
 from schemas.records import CodeUseRecord, ConversionRecord
 from stream_workers import rows
-
-log = structlog.get_logger(__name__)
 
 
 async def process_delivery(delivery: Delivery, state: StateStore, warehouse: Warehouse) -> int:

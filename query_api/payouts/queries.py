@@ -3,14 +3,12 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from rewards.clickhouse_values import MAX_MS as _FOREVER_MS
-from rewards.clickhouse_values import ch_datetime
+from rewards.clickhouse_values import MAX_MS, MIN_MS, ch_datetime
 from rewards.domain.payouts import User
 from rewards.ports import Warehouse
 
 KINDS = ("affiliate_commission", "referral_reward", "end_user_reward", "campaign_bonus")
 HOUR_MS = 3_600_000
-
 DT = "DateTime64(3, 'UTC')"
 
 
@@ -53,8 +51,9 @@ def _totals_sql(window: tuple[int | None, int | None]) -> tuple[str, dict]:
             "GROUP BY t, u",
             {},
         )
-    start = 0 if start is None else max(start, 0)
-    end = _FOREVER_MS if end is None else min(end, _FOREVER_MS)
+    # Bounds beyond what DateTime64 holds are clamped: no payout can lie outside it.
+    start = MIN_MS if start is None else max(start, MIN_MS)
+    end = MAX_MS if end is None else min(end, MAX_MS)
     whole_from = -(-start // HOUR_MS) * HOUR_MS  # first whole hour inside the window
     whole_to = (end + 1) // HOUR_MS * HOUR_MS  # end of the last whole hour inside it
     if whole_to <= whole_from:

@@ -48,6 +48,3 @@ class SqliteOutbox:
         rows = c.execute("SELECT id, payload FROM outbox ORDER BY id LIMIT ?", (limit,)).fetchall()
         # AUTOINCREMENT never reuses an id, so the token stays unique after rows are deleted.
         return [Delivery(f"outbox:{row['id']}", load_records(row["payload"])) for row in rows]
-
-    async def backlog(self) -> int:
-        return await self._db.run(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])

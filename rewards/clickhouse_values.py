@@ -10,3 +10,14 @@ MAX_MS = 10_413_791_999_999
 def ch_datetime(ms: int) -> str:
     moment = datetime.fromtimestamp(ms // 1000, tz=UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S") + f".{ms % 1000:03d}"
+
+
+def param_text(value: object) -> object:
+    """A query parameter as ClickHouse parses it from text: arrays as quoted literals, the rest unchanged."""
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_quoted(str(item)) for item in value) + "]"
+    return value
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

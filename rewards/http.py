@@ -11,6 +11,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards.backends import Backends
+from rewards.domain.claim_checks import ClaimCheckError
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
 from rewards.domain.referrals import ReferralError
@@ -59,6 +60,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ReferralError)
     async def referral_error(request: Request, exc: ReferralError):
+        return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
+
+    @app.exception_handler(ClaimCheckError)
+    async def claim_check_error(request: Request, exc: ClaimCheckError):
         return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
 
     @app.exception_handler(RateLimited)

@@ -5,20 +5,23 @@
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
 
 A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids and its publication
-on the log succeed together or not at all (an exception inside the block undoes the claim).
+on the log succeed together or not at all (an exception inside the block undoes the claim). Every
+other state change that the warehouse must learn of (codes, code uses, affiliates, claim checks) is
+a context manager of the same kind: the caller publishes inside the block.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord
-from schemas.records import CodeUseRecord, ConversionRecord
+from schemas.records import AnyRecord, CodeUseRecord
 
-Record = ConversionRecord | CodeUseRecord
+Record = AnyRecord
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,13 @@ class StateStore(Protocol):
     async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...
 
     # affiliates
-    async def create_affiliate(self, project_id: str, affiliate: Affiliate) -> bool: ...
+    def create_affiliate(self, project_id: str, affiliate: Affiliate) -> AbstractAsyncContextManager[bool]: ...
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None: ...
 
     # referral codes and the referral graph
-    async def create_codes(
+    def create_codes(
         self, project_id: str, owner: User, quantity: int, max_uses: int | None
-    ) -> list[CodeRecord]: ...
+    ) -> AbstractAsyncContextManager[list[CodeRecord]]: ...
     async def list_codes(
         self, project_id: str, owner: User, offset: int, limit: int
     ) -> tuple[list[CodeRecord], int]: ...
@@ -96,6 +99,20 @@ class StateStore(Protocol):
     async def event_status(self, project_id: str, dedup_id: str) -> str | None: ...
     async def has_event(self, project_id: str, user: User, name: str) -> bool: ...
     async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None: ...
+
+    # claim checks
+    async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
+        """Add checks opened by the workers; a check already known is left as it is."""
+
+    def update_claim_checks(
+        self,
+        project_id: str,
+        ids: Sequence[str],
+        change: Callable[[ClaimCheck], ClaimCheck],
+        owner: User | None,
+    ) -> AbstractAsyncContextManager[list[ClaimCheck]]:
+        """Apply `change` to every check of `ids` (of `owner` when given), all or none; the block sees
+        the changed checks. An unknown id raises ClaimCheckNotFound; `change` may raise a conflict."""
 
     async def ping(self) -> None: ...
     async def close(self) -> None: ...

@@ -35,13 +35,62 @@ class CodeUseRecord(BaseModel):
     used_at_ms: int
 
 
-Record = Annotated[ConversionRecord | CodeUseRecord, Field(discriminator="type")]
+class CodesCreatedRecord(BaseModel):
+    """Referral codes created for an owner (the affiliate listing searches them)."""
+
+    type: Literal["codes_created"] = "codes_created"
+    project_id: str
+    codes: list[str]
+    owner_identifier: str
+    owner_identifier_type: str
+    created_at_ms: int
+
+
+class AffiliateRecord(BaseModel):
+    type: Literal["affiliate"] = "affiliate"
+    project_id: str
+    id: str
+    user_identifier: str
+    user_identifier_type: str
+    name: str | None = None
+    status: str
+    region: str | None = None
+    audience: str | None = None
+    tax_status: str
+    tier: str | None = None
+    created_at_ms: int
+
+
+class ClaimCheckRecord(BaseModel):
+    """The whole state of a claim check after a change (closed, claimed); `version` orders the changes."""
+
+    type: Literal["claim_check"] = "claim_check"
+    project_id: str
+    id: str
+    user_identifier: str
+    user_identifier_type: str
+    currency_address: str
+    currency_chain_id: int
+    currency_name: str
+    currency_decimals: int
+    amount: str  # raw integer in the token's smallest unit
+    reason: str  # affiliate_payout | end_user_payout
+    status: str  # open | closed | claimed
+    hash: str | None = None
+    source_id: str
+    created_at_ms: int
+    claimed_at_ms: int | None = None
+    version: int
+
+
+AnyRecord = ConversionRecord | CodeUseRecord | CodesCreatedRecord | AffiliateRecord | ClaimCheckRecord
+Record = Annotated[AnyRecord, Field(discriminator="type")]
 _records = TypeAdapter(list[Record])
 
 
-def dump_records(records: list[ConversionRecord | CodeUseRecord]) -> bytes:
+def dump_records(records: list[AnyRecord]) -> bytes:
     return _records.dump_json(records)
 
 
-def load_records(payload: bytes) -> list[ConversionRecord | CodeUseRecord]:
+def load_records(payload: bytes) -> list[AnyRecord]:
     return _records.validate_json(payload)

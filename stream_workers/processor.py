@@ -1,50 +1,88 @@
-"""Turn deliveries of the event log into conversions and payouts in the warehouse.
+"""Turn deliveries of the event log into rows of the warehouse.
 
 A delivery is written with one insert per table under the delivery's token, so a delivery seen
-again after a crash (written, not yet committed) writes nothing twice.
+again after a crash (written, not yet committed) writes nothing twice. Only then does the state
+store learn of it (events marked processed, new claim checks registered), idempotently too.
 """
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
+from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
+from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery, StateStore, Warehouse
-from schemas.records import CodeUseRecord, ConversionRecord
+from schemas.records import AffiliateRecord, ClaimCheckRecord, CodesCreatedRecord, CodeUseRecord, ConversionRecord
 from stream_workers import rows
+
+TABLES = ("conversions", "payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates", "claim_checks")
+
+
+@dataclass
+class _Writes:
+    rows: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    processed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    new_checks: dict[str, list[claim_checks.ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
+    payouts: int = 0
 
 
 async def process_delivery(delivery: Delivery, state: StateStore, warehouse: Warehouse) -> int:
     """Write one delivery; returns the number of payouts written."""
+    writes = _Writes()
     created = now_ms()
-    configs: dict = {}
-    conversion_rows: list[dict] = []
-    payout_rows: list[dict] = []
-    processed: dict[str, list[str]] = defaultdict(list)
+    configs: dict[str, PayoutConfig] = {}
     for record in delivery.records:
         if record.project_id not in configs:
             configs[record.project_id] = await state.get_config(record.project_id)
-        config = configs[record.project_id]
-        if isinstance(record, ConversionRecord):
-            conversion_rows.append(rows.conversion_row(record))
-            payouts = await _conversion_payouts(record, config, state)
-            payout_rows += rows.payout_rows(rows.conversion_source(record), payouts, created)
-            processed[record.project_id].append(record.dedup_id)
-        elif isinstance(record, CodeUseRecord):
-            owner = User(record.owner_identifier, record.owner_identifier_type)
-            referred = User(record.user_identifier, record.user_identifier_type)
-            payouts = engine.code_use_payouts(config, owner, referred)
-            payout_rows += rows.payout_rows(rows.code_use_source(record), payouts, created)
-    await warehouse.insert("conversions", conversion_rows, f"{delivery.token}:conversions")
-    await warehouse.insert("payouts", payout_rows, f"{delivery.token}:payouts")
-    for project_id, dedup_ids in processed.items():
+        await _add(record, configs[record.project_id], state, writes, created)
+    for table in TABLES:
+        await warehouse.insert(table, writes.rows[table], f"{delivery.token}:{table}")
+    for project_id, checks in writes.new_checks.items():
+        await state.register_claim_checks(project_id, checks)
+    for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
-    return len(payout_rows)
+    return writes.payouts
 
 
-async def _conversion_payouts(record: ConversionRecord, config, state: StateStore) -> list[engine.Payout]:
+async def _add(record, config: PayoutConfig, state: StateStore, writes: _Writes, created: int) -> None:
+    if isinstance(record, ConversionRecord):
+        writes.rows["conversions"].append(rows.conversion_row(record))
+        source = rows.conversion_source(record)
+        payouts, volumes = await _conversion_effects(record, config, state)
+        _add_payouts(source, payouts, writes, created)
+        writes.rows["affiliate_volumes"] += rows.volume_rows(source, volumes)
+        writes.processed[record.project_id].append(record.dedup_id)
+    elif isinstance(record, CodeUseRecord):
+        owner = User(record.owner_identifier, record.owner_identifier_type)
+        referred = User(record.user_identifier, record.user_identifier_type)
+        _add_payouts(rows.code_use_source(record), engine.code_use_payouts(config, owner, referred), writes, created)
+        writes.rows["referrals"].append(rows.referral_row(record))
+    elif isinstance(record, CodesCreatedRecord):
+        writes.rows["referral_codes"] += rows.code_rows(record)
+    elif isinstance(record, AffiliateRecord):
+        writes.rows["affiliates"].append(rows.affiliate_row(record))
+    elif isinstance(record, ClaimCheckRecord):
+        writes.rows["claim_checks"].append(rows.claim_check_record_row(record))
+
+
+def _add_payouts(source: rows.PayoutSource, payouts: list[engine.Payout], writes: _Writes, created: int) -> None:
+    writes.rows["payouts"] += rows.payout_rows(source, payouts, created)
+    writes.payouts += len(payouts)
+    for index, payout in enumerate(payouts):
+        if isinstance(payout.currency, TokenCurrency):
+            payout_id = rows.payout_id(source, index)
+            check = claim_checks.opened(source.project_id, payout_id, source.source_id, payout, source.happened_at_ms)
+            writes.rows["claim_checks"].append(rows.claim_check_row(source.project_id, check))
+            writes.new_checks[source.project_id].append(check)
+
+
+async def _conversion_effects(
+    record: ConversionRecord, config: PayoutConfig, state: StateStore
+) -> tuple[list[engine.Payout], list[engine.Volume]]:
     if config.conversion_for(record.name) is None and not config.campaigns:
-        return []
+        return [], []
     user = User(record.user_identifier, record.user_identifier_type)
     chain = await state.referrer_chain(record.project_id, user, engine.MAX_LEVELS)
     l1_tier = None
@@ -52,4 +90,4 @@ async def _conversion_payouts(record: ConversionRecord, config, state: StateStor
         affiliate = await state.get_affiliate(record.project_id, chain[0])
         l1_tier = affiliate.tier if affiliate else None
     event = engine.Conversion(record.name, user, record.timestamp_ms, record.args)
-    return engine.conversion_payouts(event, config, chain, l1_tier)
+    return engine.conversion_payouts(event, config, chain, l1_tier), engine.conversion_volumes(event, config, chain)

@@ -5,9 +5,10 @@ from dataclasses import dataclass
 import orjson
 
 from rewards.clickhouse_values import ch_datetime
-from rewards.domain.amounts import format_amount
-from rewards.domain.payouts import Payout
-from schemas.records import CodeUseRecord, ConversionRecord
+from rewards.domain.amounts import format_amount, to_points
+from rewards.domain.claim_checks import ClaimCheck, to_record
+from rewards.domain.payouts import Payout, Volume
+from schemas.records import AffiliateRecord, ClaimCheckRecord, CodesCreatedRecord, CodeUseRecord, ConversionRecord
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,70 @@ def code_use_source(record: CodeUseRecord) -> PayoutSource:
     return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms)
 
 
+def payout_id(source: PayoutSource, index: int) -> str:
+    return f"{source.source_type}:{source.source_id}:{index}"
+
+
 def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int) -> list[dict]:
     return [_payout_row(source, index, payout, created_at_ms) for index, payout in enumerate(payouts)]
+
+
+def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
+    return [
+        {
+            "project_id": source.project_id,
+            "source_id": source.source_id,
+            "level": volume.level,
+            "affiliate_identifier_type": volume.affiliate.identifier_type,
+            "affiliate_identifier": volume.affiliate.identifier,
+            "base": format_amount(to_points(volume.base)),
+            "happened_at": ch_datetime(source.happened_at_ms),
+        }
+        for volume in volumes
+    ]
+
+
+def referral_row(record: CodeUseRecord) -> dict:
+    return {
+        "project_id": record.project_id,
+        "user_identifier_type": record.user_identifier_type,
+        "user_identifier": record.user_identifier,
+        "referrer_identifier_type": record.owner_identifier_type,
+        "referrer_identifier": record.owner_identifier,
+        "code": record.code,
+        "referred_at": ch_datetime(record.used_at_ms),
+    }
+
+
+def code_rows(record: CodesCreatedRecord) -> list[dict]:
+    return [
+        {
+            "project_id": record.project_id,
+            "code": code,
+            "owner_identifier_type": record.owner_identifier_type,
+            "owner_identifier": record.owner_identifier,
+            "created_at": ch_datetime(record.created_at_ms),
+        }
+        for code in record.codes
+    ]
+
+
+def affiliate_row(record: AffiliateRecord) -> dict:
+    row = record.model_dump(exclude={"type", "created_at_ms"})
+    return {**row, "created_at": ch_datetime(record.created_at_ms)}
+
+
+def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
+    return claim_check_record_row(to_record(project_id, check))
+
+
+def claim_check_record_row(record: ClaimCheckRecord) -> dict:
+    row = record.model_dump(exclude={"type", "created_at_ms", "claimed_at_ms"})
+    return {
+        **row,
+        "created_at": ch_datetime(record.created_at_ms),
+        "claimed_at": None if record.claimed_at_ms is None else ch_datetime(record.claimed_at_ms),
+    }
 
 
 def _payout_row(source: PayoutSource, index: int, payout: Payout, created_at_ms: int) -> dict:
@@ -50,7 +113,7 @@ def _payout_row(source: PayoutSource, index: int, payout: Payout, created_at_ms:
     token = not isinstance(currency, str)
     return {
         "project_id": source.project_id,
-        "payout_id": f"{source.source_type}:{source.source_id}:{index}",
+        "payout_id": payout_id(source, index),
         "source_id": source.source_id,
         "source_type": source.source_type,
         "kind": payout.kind,

@@ -102,3 +102,15 @@ class Api(httpx.Client):
             if pending:
                 time.sleep(0.05)
         assert not pending, f"not processed in {timeout_s}s: {sorted(pending)}"
+
+
+def eventually(check, timeout_s: float = 10):
+    """Run `check` until it stops raising AssertionError: reads of the warehouse follow writes shortly."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

@@ -1,7 +1,6 @@
 """POST /affiliates (API.md §4): registers a user as an affiliate, with the tier its commissions use.
 
-The listing (GET /affiliates) and the volume figures come with the affiliates read model.
-"""
+The registration is published on the event log, so the listing (query API) learns of it."""
 
 from typing import Literal
 
@@ -9,11 +8,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rewards.domain.amounts import format_amount
-from rewards.domain.timestamps import format_timestamp, now_ms
+from rewards.affiliates import affiliate_json, all_time_figures
+from rewards.domain.timestamps import now_ms
 from rewards.errors import ApiError, bad_request, validation_messages
 from rewards.http import backends_of, guard, json_body, parse_user
 from rewards.ports import Affiliate, Principal
+from schemas.records import AffiliateRecord
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -52,28 +52,27 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
         tier=fields.tier,
         created_at_ms=now_ms(),
     )
-    if not await state.create_affiliate(principal.project_id, affiliate):
-        raise ApiError(409, "Affiliate already exists")
+    backends = backends_of(request)
+    async with state.create_affiliate(principal.project_id, affiliate) as created:
+        if not created:
+            raise ApiError(409, "Affiliate already exists")
+        await backends.log.publish(principal.project_id, [_record(principal.project_id, affiliate)])
     codes, _ = await state.list_codes(principal.project_id, user, 0, 100)
-    tier = config.effective_tier(affiliate.tier)
-    rates = {f"r{n}": float(tier.rates.at_level(n)) if tier else 0.0 for n in range(1, 5)}
-    zero = format_amount(0)
-    body = {
-        "id": affiliate.id,
-        "user_identifier": user.identifier,
-        "user_identifier_type": user.identifier_type,
-        "name": affiliate.name,
-        "status": affiliate.status,
-        "region": affiliate.region,
-        "audience": affiliate.audience,
-        "tax_status": affiliate.tax_status,
-        "tier": None if tier is None else {"id": tier.id, "name": tier.name, "rank": tier.rank},
-        "created_at": format_timestamp(affiliate.created_at_ms),
-        "codes": [c.code for c in codes],
-        "referred_users": 0,
-        "total_volume": zero,
-        **{f"r{n}_volume": zero for n in range(1, 5)},
-        "total_earnings": zero,
-        **rates,
-    }
-    return JSONResponse(body, status_code=201)
+    figures = await all_time_figures(backends.warehouse, principal.project_id, user)
+    return JSONResponse(affiliate_json(affiliate, config, [c.code for c in codes], figures), status_code=201)
+
+
+def _record(project_id: str, affiliate: Affiliate) -> AffiliateRecord:
+    return AffiliateRecord(
+        project_id=project_id,
+        id=affiliate.id,
+        user_identifier=affiliate.user.identifier,
+        user_identifier_type=affiliate.user.identifier_type,
+        name=affiliate.name,
+        status=affiliate.status,
+        region=affiliate.region,
+        audience=affiliate.audience,
+        tax_status=affiliate.tax_status,
+        tier=affiliate.tier,
+        created_at_ms=affiliate.created_at_ms,
+    )

@@ -10,6 +10,7 @@ from rewards.domain.timestamps import format_timestamp
 from rewards.errors import bad_request, not_found, validation_messages
 from rewards.http import PageParams, backends_of, guard, json_body, parse_user
 from rewards.ports import Principal
+from schemas.records import CodesCreatedRecord
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 
@@ -32,8 +33,16 @@ async def create_codes(
 ):
     fields: CreateCodes = await _fields(request, CreateCodes)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
-    state = backends_of(request).state
-    records = await state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses)
+    backends = backends_of(request)
+    async with backends.state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses) as records:
+        created = CodesCreatedRecord(
+            project_id=principal.project_id,
+            codes=[r.code for r in records],
+            owner_identifier=owner.identifier,
+            owner_identifier_type=owner.identifier_type,
+            created_at_ms=records[0].created_at_ms,
+        )
+        await backends.log.publish(principal.project_id, [created])
     return JSONResponse([code_json(r) for r in records], status_code=201)
 
 

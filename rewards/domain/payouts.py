@@ -55,6 +55,22 @@ def conversion_payouts(
     return _rounded(payouts)
 
 
+@dataclass(frozen=True)
+class Volume:
+    level: int  # where the affiliate stood in the converting user's referrer chain (1 = referred them)
+    affiliate: User
+    base: Decimal  # the conversion's base amount, in the unit of its conversion rule
+
+
+def conversion_volumes(event: Conversion, config: PayoutConfig, referrer_chain: list[User]) -> list[Volume]:
+    """The base amount of a conversion, counted once for each affiliate of the chain (API.md §4)."""
+    rule = config.conversion_for(event.name)
+    base = None if rule is None else _base_amount(rule.base, event.args)
+    if base is None or base <= 0:
+        return []
+    return [Volume(level, affiliate, base) for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1)]
+
+
 def code_use_payouts(config: PayoutConfig, owner: User, referred: User) -> list[Payout]:
     reward = config.referral_reward
     if reward is None:

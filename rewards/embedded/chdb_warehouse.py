@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 
+from rewards.clickhouse_values import param_text
 from schemas.clickhouse import INSERT_SETTINGS, statements
 
 _TOKEN = re.compile(r"^[A-Za-z0-9:_.-]{1,200}$")
@@ -37,6 +38,7 @@ class ChdbWarehouse:
         await self._run(f"INSERT INTO {table} SETTINGS {setting_text} FORMAT JSONEachRow\n{body}", None, "TabSeparated")
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:
+        params = None if params is None else {name: param_text(value) for name, value in params.items()}
         result = await self._run(sql, params, "JSON")
         return orjson.loads(result)["data"] if result else []
 

@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS user_events (
 CREATE TABLE IF NOT EXISTS idempotency (
     project_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, response BLOB,
     created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, key));
+CREATE TABLE IF NOT EXISTS claim_checks (
+    project_id TEXT NOT NULL, id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL,
+    record TEXT NOT NULL, PRIMARY KEY (project_id, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, project_id TEXT NOT NULL, payload BLOB NOT NULL,
     created_ms INTEGER NOT NULL);

@@ -3,11 +3,12 @@
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from rewards import keys
+from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.payouts import User
@@ -16,7 +17,7 @@ from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
 from rewards.errors import conflict
 from rewards.ports import Affiliate, Principal, Referral
-from schemas.records import CodeUseRecord
+from schemas.records import ClaimCheckRecord, CodeUseRecord
 
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 
@@ -113,17 +114,19 @@ class SqliteStateStore:
 
     # -- affiliates ----------------------------------------------------------------------------
 
-    async def create_affiliate(self, project_id: str, affiliate: Affiliate) -> bool:
+    @asynccontextmanager
+    async def create_affiliate(self, project_id: str, affiliate: Affiliate):
         a = affiliate
-        cursor = await self._db.run(
-            lambda c: c.execute(
-                "INSERT OR IGNORE INTO affiliates (project_id, user_type, user_id, id, name, status, region, "
-                "audience, tax_status, tier, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (project_id, a.user.identifier_type, a.user.identifier, a.id, a.name, a.status, a.region,
-                 a.audience, a.tax_status, a.tier, a.created_at_ms),
-            )
-        )  # fmt: skip
-        return cursor.rowcount == 1
+        async with self._db.transaction():
+            cursor = await self._db.run(
+                lambda c: c.execute(
+                    "INSERT OR IGNORE INTO affiliates (project_id, user_type, user_id, id, name, status, region, "
+                    "audience, tax_status, tier, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (project_id, a.user.identifier_type, a.user.identifier, a.id, a.name, a.status, a.region,
+                     a.audience, a.tax_status, a.tier, a.created_at_ms),
+                )
+            )  # fmt: skip
+            yield cursor.rowcount == 1
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
         row = await self._db.run(
@@ -141,7 +144,8 @@ class SqliteStateStore:
 
     # -- referral codes ------------------------------------------------------------------------
 
-    async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None) -> list[CodeRecord]:
+    @asynccontextmanager
+    async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None):
         created = now_ms()
 
         def insert(c: sqlite3.Connection) -> list[str]:
@@ -159,8 +163,9 @@ class SqliteStateStore:
                     seq += 1
             return codes
 
-        codes = await self._db.run(insert)
-        return [CodeRecord(code, owner, created, max_uses, 0, []) for code in codes]
+        async with self._db.transaction():
+            codes = await self._db.run(insert)
+            yield [CodeRecord(code, owner, created, max_uses, 0, []) for code in codes]
 
     async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
         def read(c: sqlite3.Connection):
@@ -357,6 +362,45 @@ class SqliteStateStore:
                 [(project_id, dedup_id) for dedup_id in dedup_ids],
             )
         )
+
+    # -- claim checks ----------------------------------------------------------------------------
+
+    async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
+        rows = [
+            (project_id, check.id, check.user.identifier_type, check.user.identifier,
+             to_record(project_id, check).model_dump_json())
+            for check in checks
+        ]  # fmt: skip
+        await self._db.run(
+            lambda c: c.executemany(
+                "INSERT OR IGNORE INTO claim_checks (project_id, id, user_type, user_id, record) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+        )
+
+    @asynccontextmanager
+    async def update_claim_checks(
+        self, project_id: str, ids: Sequence[str], change: Callable[[ClaimCheck], ClaimCheck], owner: User | None
+    ):
+        def update(c: sqlite3.Connection) -> list[ClaimCheck]:
+            changed = [change(self._claim_check(c, project_id, check_id, owner)) for check_id in ids]
+            c.executemany(
+                "UPDATE claim_checks SET record = ? WHERE project_id = ? AND id = ?",
+                [(to_record(project_id, check).model_dump_json(), project_id, check.id) for check in changed],
+            )
+            return changed
+
+        async with self._db.transaction():
+            yield await self._db.run(update)
+
+    @staticmethod
+    def _claim_check(c: sqlite3.Connection, project_id: str, check_id: str, owner: User | None) -> ClaimCheck:
+        row = c.execute("SELECT * FROM claim_checks WHERE project_id = ? AND id = ?", (project_id, check_id)).fetchone()
+        owned = owner is None or (row is not None and User(row["user_id"], row["user_type"]) == owner)
+        if row is None or not owned:
+            raise ClaimCheckNotFound(f"claim check {check_id} not found")
+        return from_record(ClaimCheckRecord.model_validate_json(row["record"]))
 
     async def ping(self) -> None:
         await self._db.run(lambda c: c.execute("SELECT 1").fetchone())

@@ -1,0 +1,80 @@
+"""POST /claim-checks/close and /claim-checks/claims (API.md §5): the writes of the claim check life cycle.
+
+The state store changes the checks atomically (all listed ids or none); the new states are then
+published so the workers bring the warehouse's read model up to date. A retry publishes the
+current states again, which also repairs a publication lost to a crash after the state change.
+"""
+
+from functools import partial
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rewards.domain import claim_checks
+from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_timestamp_ms
+from rewards.errors import bad_request, validation_messages
+from rewards.http import backends_of, guard, json_body, parse_user
+from rewards.ports import Principal
+
+router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
+
+MAX_IDS = 1000
+CheckIds = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(min_length=1, max_length=MAX_IDS)]
+
+
+class CloseChecks(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_identifier: str
+    user_identifier_type: str
+    claim_check_ids: CheckIds
+
+
+class RecordClaims(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hash: str = Field(min_length=1, max_length=256)
+    claimed_at: int | str | None = None
+    claim_check_ids: CheckIds
+
+    @field_validator("claimed_at")
+    @classmethod
+    def _timestamp(cls, value: int | str | None) -> int | None:
+        try:
+            return None if value is None else parse_timestamp_ms(value)
+        except InvalidTimestamp as exc:
+            raise ValueError(str(exc)) from exc
+
+
+def _parse(model: type[BaseModel], body: bytes):
+    try:
+        return model.model_validate(json_body(body))
+    except ValidationError as exc:
+        raise bad_request(validation_messages(exc)) from exc
+
+
+async def _update(request: Request, project_id: str, ids: list[str], change, owner=None) -> list:
+    backends = backends_of(request)
+    ids = list(dict.fromkeys(ids))  # an id listed twice is one check
+    async with backends.state.update_claim_checks(project_id, ids, change, owner) as checks:
+        await backends.log.publish(project_id, [claim_checks.to_record(project_id, check) for check in checks])
+    return checks
+
+
+@router.post("/close")
+async def close_checks(request: Request, principal: Principal = Depends(guard("service_role"))):
+    """Moves the user's open checks to `closed`; closing a closed check again is a no-op."""
+    fields: CloseChecks = _parse(CloseChecks, await request.body())
+    owner = parse_user(fields.user_identifier, fields.user_identifier_type)
+    checks = await _update(request, principal.project_id, fields.claim_check_ids, claim_checks.close, owner)
+    return [claim_checks.check_json(check) for check in checks]
+
+
+@router.post("/claims")
+async def record_claims(request: Request, principal: Principal = Depends(guard("service_role"))):
+    """Closed checks become `claimed` by a transaction; the same hash and ids again is a no-op.
+    `claimed` counts the listed checks now claimed by this hash, so a retry answers as the first call."""
+    fields: RecordClaims = _parse(RecordClaims, await request.body())
+    claimed_ms = fields.claimed_at if fields.claimed_at is not None else now_ms()
+    change = partial(claim_checks.claim, tx_hash=fields.hash, claimed_ms=claimed_ms)
+    checks = await _update(request, principal.project_id, fields.claim_check_ids, change)
+    return {"claimed": len(checks)}

@@ -1,0 +1,118 @@
+"""GET /affiliates (API.md §4): the dashboard's listing of a project's affiliates and their figures."""
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from query_api.affiliates import queries
+from rewards.affiliates import affiliate_json
+from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
+from rewards.errors import bad_request
+from rewards.http import backends_of, guard
+from rewards.ports import Principal
+
+router = APIRouter(prefix="/affiliates", tags=["affiliates"])
+
+PER_PAGE = (10, 25, 50, 100)
+SortBy = Literal[
+    "total_volume", "volume", "r1_volume", "r2_volume", "r3_volume", "r4_volume",
+    "total_earnings", "referred_users", "created_at", "name",
+]  # fmt: skip
+DateRange = Literal["7d", "30d", "90d", "1y", "all"]
+RANGE_DAYS = {"7d": 7, "30d": 30, "90d": 90, "1y": 365}
+ALLOWED_VALUES = {
+    "statuses": ("active", "pending", "suspended"),
+    "tax_statuses": ("verified", "pending", "exempt", "missing"),
+}
+
+
+def _list(name: str, text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated filter; an empty one filters nothing."""
+    values = tuple(dict.fromkeys(v.strip() for v in (text or "").split(",") if v.strip()))
+    if not values:
+        return None
+    allowed = ALLOWED_VALUES.get(name)
+    wrong = [v for v in values if allowed is not None and v not in allowed]
+    if wrong:
+        raise bad_request(f"{name} must be a comma-separated list of {', '.join(allowed)}")
+    return values
+
+
+def _day(name: str, text: str | None) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        pass
+    try:  # a full timestamp is accepted too: its UTC day counts
+        return datetime.fromtimestamp(parse_timestamp_ms(text) / 1000, tz=UTC).date()
+    except (InvalidTimestamp, ValueError, OverflowError, OSError) as exc:
+        raise bad_request(f"{name} must be an ISO 8601 date") from exc
+
+
+def window(date_range: str, date_from: str | None, date_to: str | None, today: date) -> tuple[date, date] | None:
+    """The days (inclusive, UTC) in which volumes and earnings count; None for all time.
+    `dateFrom`/`dateTo` override `dateRange`; either alone leaves the other side open."""
+    start, end = _day("dateFrom", date_from), _day("dateTo", date_to)
+    if start is not None or end is not None:
+        start, end = start or date(1970, 1, 1), end or date(2299, 12, 31)
+        if start > end:
+            raise bad_request("dateFrom must not be after dateTo")
+        return start, end
+    if date_range == "all":
+        return None
+    return today - timedelta(days=RANGE_DAYS[date_range] - 1), today
+
+
+@router.get("")
+async def list_affiliates(
+    request: Request,
+    page: int = Query(1, ge=1),
+    per_page: int = Query(25),
+    query: str | None = Query(None, max_length=256),
+    sort_by: SortBy = "total_volume",
+    sort_order: Literal["asc", "desc"] = "desc",
+    statuses: str | None = None,
+    regions: str | None = None,
+    audiences: str | None = None,
+    tiers: str | None = None,
+    tax_statuses: str | None = None,
+    date_range: DateRange = Query("all", alias="dateRange"),
+    date_from: str | None = Query(None, alias="dateFrom"),
+    date_to: str | None = Query(None, alias="dateTo"),
+    principal: Principal = Depends(guard("service_role")),
+):
+    if per_page not in PER_PAGE:
+        raise bad_request("per_page must be one of 10, 25, 50, 100")
+    raw_filters = {"statuses": statuses, "regions": regions, "audiences": audiences, "tax_statuses": tax_statuses}
+    filters = {name: values for name, text in raw_filters.items() if (values := _list(name, text)) is not None}
+    days = window(date_range, date_from, date_to, datetime.now(UTC).date())
+    backends = backends_of(request)
+    config = await backends.state.get_config(principal.project_id)
+    tier_ids = _list("tiers", tiers)
+    unknown = [t for t in tier_ids or () if config.tier(t) is None]
+    if unknown:
+        raise bad_request(f"tiers must be tier ids of the project configuration (unknown: {', '.join(unknown)})")
+    listing = queries.Listing(
+        sort_by="r1_volume" if sort_by == "volume" else sort_by,
+        descending=sort_order == "desc",
+        filters=filters,
+        tiers=tier_ids,
+        default_tier=config.default_tier,
+        search=(query or "").strip() or None,
+        days=days,
+        offset=(page - 1) * per_page,
+        limit=per_page,
+    )
+    rows, total = await queries.list_affiliates(backends.warehouse, principal.project_id, listing)
+    codes = await queries.codes_of(backends.warehouse, principal.project_id, [row.affiliate.user for row in rows])
+    results = [affiliate_json(r.affiliate, config, codes.get(r.affiliate.user, []), r.figures) for r in rows]
+    return {
+        "results": results,
+        "page": page,
+        "per_page": per_page,
+        "total_count": total,
+        "total_pages": -(-total // per_page),
+    }

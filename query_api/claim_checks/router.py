@@ -1,0 +1,105 @@
+"""GET /claim-checks/claim-history, /claim-checks/totals, /claim-checks/rewards-payouts (API.md §5)."""
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from query_api.claim_checks import queries
+from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, check_json, currency_json
+from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
+from rewards.errors import bad_request
+from rewards.http import PageParams, backends_of, guard, parse_user
+from rewards.ports import Principal
+
+router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
+
+Status = Literal["claimed", "unclaimed", "open", "closed"]
+Reason = Literal["affiliate_payout", "end_user_payout"]
+UNCLAIMED = "unclaimed"
+STATUSES_OF = {CLAIMED: (CLAIMED,), UNCLAIMED: (OPEN, CLOSED), OPEN: (OPEN,), CLOSED: (CLOSED,)}
+
+
+@router.get("/claim-history")
+async def claim_history(
+    request: Request,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    page=PageParams,
+    principal: Principal = Depends(guard(None, "claim_history")),
+):
+    user = parse_user(user_identifier, user_identifier_type)
+    rows, total = await queries.claim_history(
+        backends_of(request).warehouse, principal.project_id, user, page.offset, page.size
+    )
+    results = [
+        {"hash": row.hash, "claimed_at": format_timestamp(row.claimed_ms), **currency_json(row.currency),
+         "amount": str(row.amount)}
+        for row in rows
+    ]  # fmt: skip
+    return {"results": results, "total_count": total, "next_page": page.next_page(total)}
+
+
+def fold_totals(totals: list[queries.Total], status: str | None) -> dict:
+    """Sums per currency: `claimed`, and `unclaimed` (open + closed, or only the status asked for)."""
+    wanted = STATUSES_OF[status] if status else (CLAIMED, OPEN, CLOSED)
+    unclaimed_label = status if status in (OPEN, CLOSED) else UNCLAIMED
+    folded: dict[str, dict[tuple, dict]] = {CLAIMED: {}, UNCLAIMED: {}}
+    for total in totals:
+        if total.status not in wanted:
+            continue
+        group, label = (CLAIMED, CLAIMED) if total.status == CLAIMED else (UNCLAIMED, unclaimed_label)
+        key = (total.currency.chain_id, total.currency.address)
+        entry = folded[group].setdefault(key, {**currency_json(total.currency), "amount": 0, "status": label})
+        entry["amount"] += total.amount
+    return {group: [{**e, "amount": str(e["amount"])} for e in entries.values()] for group, entries in folded.items()}
+
+
+@router.get("/totals")
+async def totals(
+    request: Request,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    status: Status | None = None,
+    reason: Reason | None = None,
+    principal: Principal = Depends(guard(None)),
+):
+    user = parse_user(user_identifier, user_identifier_type)
+    rows = await queries.totals(backends_of(request).warehouse, principal.project_id, user, reason)
+    return fold_totals(rows, status)
+
+
+def _timestamp(name: str, value: str | None) -> int | None:
+    try:
+        return None if value is None else parse_timestamp_ms(value)
+    except InvalidTimestamp as exc:
+        raise bad_request(f"{name} {exc}") from exc
+
+
+@router.get("/rewards-payouts")
+async def rewards_payouts(
+    request: Request,
+    status: Status | None = None,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    currency_address: str | None = Query(None, min_length=1, max_length=128),
+    start: str | None = Query(None, alias="from"),
+    end: str | None = Query(None, alias="to"),
+    page=PageParams,
+    principal: Principal = Depends(guard("service_role")),
+):
+    user = None
+    if user_identifier is not None or user_identifier_type is not None:
+        user = parse_user(user_identifier, user_identifier_type)
+    where = queries.ChecksFilter(
+        statuses=STATUSES_OF[status] if status else None,
+        user=user,
+        currency_address=currency_address,
+        start_ms=_timestamp("from", start),
+        end_ms=_timestamp("to", end),
+    )
+    if where.start_ms is not None and where.end_ms is not None and where.start_ms > where.end_ms:
+        raise bad_request("from must not be after to")
+    checks, total = await queries.project_checks(
+        backends_of(request).warehouse, principal.project_id, where, page.offset, page.size
+    )
+    return {"results": [check_json(c) for c in checks], "total_count": total, "next_page": page.next_page(total)}

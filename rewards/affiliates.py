@@ -1,0 +1,67 @@
+"""The affiliate object of API.md §4, shared by its registration (ingest) and its listing (query)."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rewards.domain.amounts import format_amount
+from rewards.domain.payout_config import PayoutConfig
+from rewards.domain.payouts import MAX_LEVELS, User
+from rewards.domain.timestamps import format_timestamp
+from rewards.ports import Affiliate, Warehouse
+
+LEVELS = range(1, MAX_LEVELS + 1)
+
+
+@dataclass(frozen=True)
+class Figures:
+    volumes: tuple[Decimal, ...]  # r1..r4
+    earnings: Decimal
+    referred_users: int
+
+    @property
+    def total_volume(self) -> Decimal:
+        return sum(self.volumes, Decimal(0))
+
+
+NO_FIGURES = Figures((Decimal(0),) * MAX_LEVELS, Decimal(0), 0)
+
+
+def figures_from_row(row: dict) -> Figures:
+    """Figures from a row with r1_volume..r4_volume, earnings (decimal text) and referred_users."""
+    volumes = tuple(Decimal(row[f"r{n}_volume"]) for n in LEVELS)
+    return Figures(volumes, Decimal(row["earnings"]), int(row["referred_users"]))
+
+
+async def all_time_figures(warehouse: Warehouse, project_id: str, user: User) -> Figures:
+    """A user's figures so far: a user may have referred and earned before registering as an affiliate."""
+    volumes = ", ".join(f"toString(sum(r{n}_volume)) AS r{n}_volume" for n in LEVELS)
+    rows = await warehouse.query(
+        f"SELECT {volumes}, toString(sum(earnings)) AS earnings, sum(referred_users) AS referred_users "
+        "FROM affiliate_stats WHERE project_id = {project:String} "
+        "AND user_identifier_type = {type:String} AND user_identifier = {id:String}",
+        {"project": project_id, "type": user.identifier_type, "id": user.identifier},
+    )
+    return figures_from_row(rows[0]) if rows else NO_FIGURES
+
+
+def affiliate_json(affiliate: Affiliate, config: PayoutConfig, codes: list[str], figures: Figures) -> dict:
+    tier = config.effective_tier(affiliate.tier)
+    return {
+        "id": affiliate.id,
+        "user_identifier": affiliate.user.identifier,
+        "user_identifier_type": affiliate.user.identifier_type,
+        "name": affiliate.name,
+        "status": affiliate.status,
+        "region": affiliate.region,
+        "audience": affiliate.audience,
+        "tax_status": affiliate.tax_status,
+        "tier": None if tier is None else {"id": tier.id, "name": tier.name, "rank": tier.rank},
+        "created_at": format_timestamp(affiliate.created_at_ms),
+        "codes": codes,
+        "referred_users": figures.referred_users,
+        "total_volume": format_amount(figures.total_volume),
+        **{f"r{n}_volume": format_amount(figures.volumes[n - 1]) for n in LEVELS},
+        "total_earnings": format_amount(figures.earnings),
+        # Rates are JSON numbers in the contract; a rate is a short decimal, exact enough as a float.
+        **{f"r{n}": float(tier.rates.at_level(n)) if tier else 0.0 for n in LEVELS},
+    }

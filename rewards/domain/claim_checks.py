@@ -1,0 +1,154 @@
+"""Claim checks (API.md §5): what a user is owed in an on-chain currency, and its life cycle.
+
+One check per on-chain payout: `open` while it accrues (owed, not yet submitted for claiming),
+`closed` once ready to claim on-chain, `claimed` when a chain indexer reports its transaction.
+"""
+
+import hashlib
+from dataclasses import dataclass, replace
+
+from rewards.domain.payout_config import TokenCurrency
+from rewards.domain.payouts import Payout, User
+from rewards.domain.timestamps import format_timestamp
+from schemas.records import ClaimCheckRecord
+
+OPEN, CLOSED, CLAIMED = "open", "closed", "claimed"
+STATUSES = (OPEN, CLOSED, CLAIMED)
+REASONS = ("affiliate_payout", "end_user_payout")
+
+
+class ClaimCheckError(Exception):
+    status = 400
+
+
+class ClaimCheckNotFound(ClaimCheckError):
+    status = 404
+
+
+class ClaimCheckConflict(ClaimCheckError):
+    status = 409
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    id: str
+    user: User
+    currency: TokenCurrency
+    amount: int  # raw integer in the token's smallest unit
+    reason: str
+    status: str
+    hash: str | None
+    source_id: str  # the dedup_id of the event (or the code use) that paid it
+    created_ms: int
+    claimed_ms: int | None
+    version: int  # 1 when opened, +1 on each change: the warehouse keeps the highest
+
+
+def check_id(project_id: str, payout_id: str) -> str:
+    """Stable across redeliveries of the same event, so a check is never created twice."""
+    digest = hashlib.sha256(f"{project_id}\0{payout_id}".encode()).hexdigest()
+    return f"cc_{digest[:32]}"
+
+
+def opened(project_id: str, payout_id: str, source_id: str, payout: Payout, created_ms: int) -> ClaimCheck:
+    reason = "affiliate_payout" if payout.role == "affiliate" else "end_user_payout"
+    return ClaimCheck(
+        id=check_id(project_id, payout_id),
+        user=payout.recipient,
+        currency=payout.currency,
+        amount=int(payout.amount),
+        reason=reason,
+        status=OPEN,
+        hash=None,
+        source_id=source_id,
+        created_ms=created_ms,
+        claimed_ms=None,
+        version=1,
+    )
+
+
+def close(check: ClaimCheck) -> ClaimCheck:
+    """open → closed; closing a closed check again changes nothing; a claimed one cannot close."""
+    if check.status == CLAIMED:
+        raise ClaimCheckConflict(f"claim check {check.id} is already claimed")
+    if check.status == CLOSED:
+        return check
+    return replace(check, status=CLOSED, version=check.version + 1)
+
+
+def claim(check: ClaimCheck, tx_hash: str, claimed_ms: int) -> ClaimCheck:
+    """closed → claimed; the same hash again changes nothing; anything else is a conflict."""
+    if check.status == CLAIMED:
+        if check.hash == tx_hash:
+            return check
+        raise ClaimCheckConflict(f"claim check {check.id} is already claimed by another transaction")
+    if check.status != CLOSED:
+        raise ClaimCheckConflict(f"claim check {check.id} is {check.status}: only closed checks can be claimed")
+    return replace(check, status=CLAIMED, hash=tx_hash, claimed_ms=claimed_ms, version=check.version + 1)
+
+
+def to_record(project_id: str, check: ClaimCheck) -> ClaimCheckRecord:
+    return ClaimCheckRecord(
+        project_id=project_id,
+        id=check.id,
+        user_identifier=check.user.identifier,
+        user_identifier_type=check.user.identifier_type,
+        currency_address=check.currency.address,
+        currency_chain_id=check.currency.chain_id,
+        currency_name=check.currency.name,
+        currency_decimals=check.currency.decimals,
+        amount=str(check.amount),
+        reason=check.reason,
+        status=check.status,
+        hash=check.hash,
+        source_id=check.source_id,
+        created_at_ms=check.created_ms,
+        claimed_at_ms=check.claimed_ms,
+        version=check.version,
+    )
+
+
+def from_record(record: ClaimCheckRecord) -> ClaimCheck:
+    return ClaimCheck(
+        id=record.id,
+        user=User(record.user_identifier, record.user_identifier_type),
+        currency=TokenCurrency(
+            address=record.currency_address,
+            chain_id=record.currency_chain_id,
+            name=record.currency_name,
+            decimals=record.currency_decimals,
+        ),
+        amount=int(record.amount),
+        reason=record.reason,
+        status=record.status,
+        hash=record.hash,
+        source_id=record.source_id,
+        created_ms=record.created_at_ms,
+        claimed_ms=record.claimed_at_ms,
+        version=record.version,
+    )
+
+
+def currency_json(currency: TokenCurrency) -> dict:
+    return {
+        "currency_address": currency.address,
+        "currency_chain_id": currency.chain_id,
+        "currency_name": currency.name,
+        "currency_decimals": currency.decimals,
+    }
+
+
+def check_json(check: ClaimCheck) -> dict:
+    """A claim check as API.md §5 shows it."""
+    return {
+        "id": check.id,
+        "user_identifier": check.user.identifier,
+        "user_identifier_type": check.user.identifier_type,
+        **currency_json(check.currency),
+        "amount": str(check.amount),
+        "reason": check.reason,
+        "status": check.status,
+        "hash": check.hash,
+        "created_at": format_timestamp(check.created_ms),
+        "claimed_at": None if check.claimed_ms is None else format_timestamp(check.claimed_ms),
+    }

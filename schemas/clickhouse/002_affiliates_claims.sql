@@ -1,0 +1,157 @@
+-- Affiliates (API.md §4) and claim checks (API.md §5). Like 001, every table is written by the
+-- stream workers, one insert per table per delivery under the delivery's deduplication token.
+
+-- Registered affiliates and their attributes: the listing filters and sorts here.
+CREATE TABLE IF NOT EXISTS affiliates
+(
+    project_id String,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    id String,
+    name Nullable(String),
+    status LowCardinality(String),
+    region Nullable(String),
+    audience Nullable(String),
+    tax_status LowCardinality(String),
+    tier Nullable(String),
+    created_at DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (project_id, user_identifier_type, user_identifier)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+-- Referral codes by owner: the listing's search matches a substring of one of an affiliate's codes.
+CREATE TABLE IF NOT EXISTS referral_codes
+(
+    project_id String,
+    code String,
+    owner_identifier_type LowCardinality(String),
+    owner_identifier String,
+    created_at DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (project_id, code)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+-- Who referred whom (one row per referred user: a user is referred once).
+CREATE TABLE IF NOT EXISTS referrals
+(
+    project_id String,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    referrer_identifier_type LowCardinality(String),
+    referrer_identifier String,
+    code String,
+    referred_at DateTime64(3, 'UTC')
+)
+ENGINE = MergeTree
+ORDER BY (project_id, referrer_identifier_type, referrer_identifier, user_identifier)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+-- One row per conversion and affiliate of its referrer chain: the base amount at that level.
+CREATE TABLE IF NOT EXISTS affiliate_volumes
+(
+    project_id String,
+    source_id String,
+    level UInt8,
+    affiliate_identifier_type LowCardinality(String),
+    affiliate_identifier String,
+    base Decimal(76, 18),
+    happened_at DateTime64(3, 'UTC')
+)
+ENGINE = MergeTree
+ORDER BY (project_id, happened_at, source_id, level)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+-- All-time figures per affiliate: the listing's default window reads one row per affiliate.
+CREATE TABLE IF NOT EXISTS affiliate_stats
+(
+    project_id String,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    r1_volume Decimal(76, 18),
+    r2_volume Decimal(76, 18),
+    r3_volume Decimal(76, 18),
+    r4_volume Decimal(76, 18),
+    earnings Decimal(76, 18),
+    referred_users UInt64
+)
+ENGINE = SummingMergeTree
+ORDER BY (project_id, user_identifier_type, user_identifier)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_volumes_mv TO affiliate_stats AS
+SELECT project_id, affiliate_identifier_type AS user_identifier_type, affiliate_identifier AS user_identifier,
+       if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
+       if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume,
+       toDecimal256(0, 18) AS earnings, toUInt64(0) AS referred_users
+FROM affiliate_volumes;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_earnings_mv TO affiliate_stats AS
+SELECT project_id, recipient_identifier_type AS user_identifier_type, recipient_identifier AS user_identifier,
+       toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
+       toDecimal256(0, 18) AS r4_volume, amount AS earnings, toUInt64(0) AS referred_users
+FROM payouts WHERE currency = 'point' AND role = 'affiliate';
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_referrals_mv TO affiliate_stats AS
+SELECT project_id, referrer_identifier_type AS user_identifier_type, referrer_identifier AS user_identifier,
+       toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
+       toDecimal256(0, 18) AS r4_volume, toDecimal256(0, 18) AS earnings, toUInt64(1) AS referred_users
+FROM referrals;
+
+-- The same figures per day (UTC): a window (7d, 30d, dateFrom/dateTo) reads only its days.
+CREATE TABLE IF NOT EXISTS affiliate_stats_daily
+(
+    project_id String,
+    day Date32,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    r1_volume Decimal(76, 18),
+    r2_volume Decimal(76, 18),
+    r3_volume Decimal(76, 18),
+    r4_volume Decimal(76, 18),
+    earnings Decimal(76, 18)
+)
+ENGINE = SummingMergeTree
+ORDER BY (project_id, day, user_identifier_type, user_identifier)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_volumes_mv TO affiliate_stats_daily AS
+SELECT project_id, toDate32(happened_at) AS day,
+       affiliate_identifier_type AS user_identifier_type, affiliate_identifier AS user_identifier,
+       if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
+       if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume,
+       toDecimal256(0, 18) AS earnings
+FROM affiliate_volumes;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_earnings_mv TO affiliate_stats_daily AS
+SELECT project_id, toDate32(happened_at) AS day,
+       recipient_identifier_type AS user_identifier_type, recipient_identifier AS user_identifier,
+       toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
+       toDecimal256(0, 18) AS r4_volume, amount AS earnings
+FROM payouts WHERE currency = 'point' AND role = 'affiliate';
+
+-- Claim checks: every change of a check is a new row with a higher version; reads use FINAL and
+-- see the latest. The sorting key starts with the user, so a user's history reads only their rows.
+CREATE TABLE IF NOT EXISTS claim_checks
+(
+    project_id String,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    id String,
+    currency_address String,
+    currency_chain_id Int64,
+    currency_name String,
+    currency_decimals UInt8,
+    amount UInt256,
+    reason LowCardinality(String),
+    status LowCardinality(String),
+    hash Nullable(String),
+    source_id String,
+    created_at DateTime64(3, 'UTC'),
+    claimed_at Nullable(DateTime64(3, 'UTC')),
+    version UInt32
+)
+ENGINE = ReplacingMergeTree(version)
+ORDER BY (project_id, user_identifier_type, user_identifier, id)
+SETTINGS non_replicated_deduplication_window = 100000;

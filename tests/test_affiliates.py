@@ -1,0 +1,212 @@
+"""API.md §4: affiliate registration and the listing: figures, windows, filters, search, sorting, pages."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from rewards.domain.timestamps import now_ms
+from tests.conftest import evm
+from tests.harness import eventually
+from tests.test_auth import error_of
+from tests.test_payouts import CONFIG, purchase
+from tests.test_referral_codes import create, user
+
+DAY_MS = 86_400_000
+OLD_MS = now_ms() - 100 * DAY_MS
+A, B, C, D, E, F = 1, 2, 3, 4, 5, 6  # users by number; A, B, C and E register as affiliates
+AFFILIATES = {
+    A: {"name": "Alice", "status": "active", "region": "EU", "audience": "crypto", "tax_status": "verified"},
+    B: {"name": "Bob", "status": "pending", "region": "US", "audience": "gaming", "tax_status": "pending",
+        "tier": "gold"},
+    C: {"name": "Carol", "status": "active", "region": "US", "audience": "crypto", "tax_status": "exempt",
+        "tier": "gold"},
+    E: {"name": "Eve", "status": "suspended", "region": "EU", "audience": "gaming", "tax_status": "missing",
+        "tier": "base"},
+}  # fmt: skip
+
+
+def register(api, n: int, **fields):
+    return api.post("/affiliates", json={**user(n), **fields})
+
+
+def use_code(api, owner: int, referred: int) -> str:
+    code = create(api, owner=user(owner), quantity=1)[0]["code"]
+    assert api.patch(f"/referral_codes/{code}/use", json=user(referred)).status_code == 200
+    return code
+
+
+@pytest.fixture
+def scenario(api) -> dict[int, str]:
+    """A refers B, B refers C and F, C refers D. D buys 100 now and 1000 a hundred days ago; F buys 10;
+    B buys 5. Rates are those of L1's tier (B and C gold, A base by default):
+      A: r1 5, r2 10, r3 1100; earnings 50 + 5 + 50 + 1 + 0.5 = 106.5; referred 1
+      B: r1 10, r2 1100; earnings 50 + 50 + 10 + 100 + 2 = 212; referred 2
+      C: r1 1100; earnings 50 + 20 + 200 = 270; referred 1
+      E: nothing."""
+    api.put("/projects/config", json=CONFIG)
+    for n, fields in AFFILIATES.items():
+        assert register(api, n, **fields).status_code == 201
+    codes = {A: use_code(api, A, B), B: use_code(api, B, C), C: use_code(api, C, D)}
+    use_code(api, B, F)
+    events = [purchase("now", D, "100"), purchase("old", D, "1000", timestamp=OLD_MS), purchase("f", F, "10"),
+              purchase("b", B, "5")]  # fmt: skip
+    assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 4}
+    api.wait_processed("now", "old", "f", "b")  # records are processed in order: the affiliates are in too
+    return codes
+
+
+def listing(api, **params) -> dict:
+    response = api.get("/affiliates", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def names(api, **params) -> list[str]:
+    return [a["name"] for a in listing(api, **params)["results"]]
+
+
+def figures(affiliate: dict) -> tuple:
+    keys = ("r1_volume", "r2_volume", "r3_volume", "r4_volume", "total_volume", "total_earnings", "referred_users")
+    return tuple(affiliate[k] for k in keys)
+
+
+def test_register_answers_the_affiliate_and_409_twice(api):
+    api.put("/projects/config", json=CONFIG)
+    body = register(api, A, name="Alice", region="EU").json()
+    assert body["id"] and body["user_identifier"] == evm(A) and body["name"] == "Alice"
+    assert (body["status"], body["tax_status"], body["region"], body["audience"]) == ("active", "missing", "EU", None)
+    assert body["tier"] == {"id": "base", "name": "Base", "rank": 1}  # the default tier
+    assert (body["r1"], body["r2"], body["r3"], body["r4"]) == (0.1, 0.05, 0.02, 0.01)
+    assert figures(body) == ("0", "0", "0", "0", "0", "0", 0) and body["codes"] == []
+    assert body["created_at"].endswith("Z")
+    assert error_of(register(api, A), 409)
+    assert error_of(register(api, B, tier="platinum"), 400)
+    assert error_of(register(api, B, status="retired"), 400)
+    assert error_of(register(api, B, colour="red"), 400)
+    bad_address = {"user_identifier": "nope", "user_identifier_type": "evm_address"}
+    assert error_of(api.post("/affiliates", json=bad_address), 400)
+
+
+def test_register_counts_what_the_user_did_before(api):
+    api.put("/projects/config", json=CONFIG)
+    code = use_code(api, A, B)
+    api.post("/events/batch", json={"events": [purchase("p", B, "40")]})
+    api.wait_processed("p")
+    body = register(api, A, tier="gold").json()
+    assert figures(body) == ("40", "0", "0", "0", "40", "54", 1)  # 50 referral reward + 40 × 0.1 (tier then)
+    assert body["codes"] == [code] and body["tier"]["id"] == "gold" and body["r1"] == 0.2
+
+
+def test_listing_figures_rates_codes_and_tiers(api, scenario):
+    page = listing(api)
+    assert (page["page"], page["per_page"], page["total_count"], page["total_pages"]) == (1, 25, 4, 1)
+    by_name = {a["name"]: a for a in page["results"]}
+    assert figures(by_name["Alice"]) == ("5", "10", "1100", "0", "1115", "106.5", 1)
+    assert figures(by_name["Bob"]) == ("10", "1100", "0", "0", "1110", "212", 2)
+    assert figures(by_name["Carol"]) == ("1100", "0", "0", "0", "1100", "270", 1)
+    assert figures(by_name["Eve"]) == ("0", "0", "0", "0", "0", "0", 0)
+    assert by_name["Alice"]["tier"] == {"id": "base", "name": "Base", "rank": 1} and by_name["Alice"]["r1"] == 0.1
+    assert by_name["Bob"]["tier"]["id"] == "gold" and (by_name["Bob"]["r1"], by_name["Bob"]["r4"]) == (0.2, 0.02)
+    assert by_name["Alice"]["codes"] == [scenario[A]] and len(by_name["Bob"]["codes"]) == 2
+    assert by_name["Eve"]["codes"] == [] and by_name["Carol"]["status"] == "active"
+
+
+def test_windows_count_volumes_and_earnings_of_their_days_only(api, scenario):
+    def by_name(**params) -> dict:
+        return {a["name"]: figures(a) for a in listing(api, **params)["results"]}
+
+    recent = by_name(dateRange="7d")
+    assert recent["Alice"] == ("5", "10", "100", "0", "115", "56.5", 1)  # referred users are all time
+    assert recent["Bob"] == ("10", "100", "0", "0", "110", "112", 2)
+    assert recent["Carol"] == ("100", "0", "0", "0", "100", "70", 1)
+    assert by_name(dateRange="30d") == recent == by_name(dateRange="90d")
+    assert by_name(dateRange="1y") == by_name(dateRange="all") == by_name()
+    old_day = datetime.fromtimestamp(OLD_MS / 1000, tz=UTC).date()
+    only_old = by_name(dateFrom=old_day.isoformat(), dateTo=old_day.isoformat(), dateRange="7d")  # both override
+    assert only_old["Carol"] == ("1000", "0", "0", "0", "1000", "200", 1)
+    assert only_old["Alice"] == ("0", "0", "1000", "0", "1000", "50", 1)
+    day_after = (old_day + timedelta(days=1)).isoformat()
+    assert by_name(dateFrom=day_after)["Carol"][0] == "100"  # one bound alone leaves the other side open
+    assert by_name(dateTo=old_day.isoformat())["Carol"][0] == "1000"
+
+
+def test_filters_or_within_and_across(api, scenario):
+    assert sorted(names(api, statuses="active")) == ["Alice", "Carol"]
+    assert sorted(names(api, statuses="active,pending")) == ["Alice", "Bob", "Carol"]
+    assert sorted(names(api, regions="EU")) == ["Alice", "Eve"]
+    assert names(api, regions="US", statuses="active") == ["Carol"]
+    assert sorted(names(api, audiences="gaming")) == ["Bob", "Eve"]
+    assert sorted(names(api, tiers="gold")) == ["Bob", "Carol"]
+    assert sorted(names(api, tiers="base")) == ["Alice", "Eve"]  # Alice's tier is the default one
+    assert sorted(names(api, tax_statuses="verified,exempt")) == ["Alice", "Carol"]
+    assert names(api, regions="Mars") == [] and listing(api, regions="Mars")["total_count"] == 0
+    assert sorted(names(api, statuses="")) == ["Alice", "Bob", "Carol", "Eve"]  # an empty filter filters nothing
+
+
+def test_search_name_identifier_or_code_case_insensitive(api, scenario):
+    assert names(api, query="ALI") == ["Alice"]
+    assert names(api, query=evm(E).upper().replace("0X", "0x")) == ["Eve"]
+    assert names(api, query=scenario[C].lower()) == ["Carol"]
+    assert names(api, query="nobody") == []
+
+
+@pytest.mark.parametrize(
+    ("sort_by", "sort_order", "expected"),
+    [
+        ("total_volume", "desc", ["Alice", "Bob", "Carol", "Eve"]),
+        ("total_volume", "asc", ["Eve", "Carol", "Bob", "Alice"]),
+        ("r1_volume", "desc", ["Carol", "Bob", "Alice", "Eve"]),
+        ("volume", "desc", ["Carol", "Bob", "Alice", "Eve"]),
+        ("r2_volume", "desc", ["Bob", "Alice", "Eve", "Carol"]),  # ties: newest first
+        ("r3_volume", "desc", ["Alice", "Eve", "Carol", "Bob"]),
+        ("r4_volume", "asc", ["Eve", "Carol", "Bob", "Alice"]),
+        ("total_earnings", "desc", ["Carol", "Bob", "Alice", "Eve"]),
+        ("referred_users", "desc", ["Bob", "Carol", "Alice", "Eve"]),
+        ("created_at", "asc", ["Alice", "Bob", "Carol", "Eve"]),
+        ("created_at", "desc", ["Eve", "Carol", "Bob", "Alice"]),
+        ("name", "asc", ["Alice", "Bob", "Carol", "Eve"]),
+        ("name", "desc", ["Eve", "Carol", "Bob", "Alice"]),
+    ],
+)
+def test_sort_keys(api, scenario, sort_by, sort_order, expected):
+    assert names(api, sort_by=sort_by, sort_order=sort_order) == expected
+
+
+def test_default_sort_is_total_volume_desc_and_pages(api, scenario):
+    assert names(api) == ["Alice", "Bob", "Carol", "Eve"]
+    page = listing(api, per_page=10, page=2)
+    assert (page["results"], page["total_count"], page["total_pages"], page["per_page"]) == ([], 4, 1, 10)
+    for per_page in (10, 25, 50, 100):
+        assert listing(api, per_page=per_page)["per_page"] == per_page
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"per_page": 7}, {"per_page": 0}, {"per_page": "x"}, {"page": 0}, {"page": "x"},
+        {"sort_by": "height"}, {"sort_order": "up"}, {"statuses": "active,retired"}, {"tax_statuses": "paid"},
+        {"tiers": "platinum"}, {"dateRange": "2w"}, {"dateFrom": "yesterday"}, {"dateTo": "2026-13-01"},
+        {"dateFrom": "2026-02-01", "dateTo": "2026-01-01"}, {"query": "x" * 300},
+    ],
+)  # fmt: skip
+def test_listing_rejects_other_values(api, params):
+    api.put("/projects/config", json=CONFIG)
+    assert isinstance(error_of(api.get("/affiliates", params=params), 400), str | list)
+
+
+def test_unknown_parameters_are_ignored(api):
+    assert listing(api, colour="red")["total_count"] == 0
+
+
+def test_service_role_only_and_projects_apart(api, make_api, admin):
+    standard = make_api()
+    assert error_of(standard.get("/affiliates"), 403) and error_of(standard.post("/affiliates", json=user(1)), 403)
+    register(api, A, name="Alice")
+    other = make_api("service_role", project_id=admin.project())
+    assert register(other, A, name="Alice elsewhere").status_code == 201  # the same user, another project
+    eventually(lambda: _assert_names(api, ["Alice"]))
+    eventually(lambda: _assert_names(other, ["Alice elsewhere"]))
+
+
+def _assert_names(api, expected: list[str]) -> None:
+    assert names(api) == expected

@@ -38,7 +38,7 @@ async def all_time_figures(warehouse: Warehouse, project_id: str, user: User) ->
     rows = await warehouse.query(
         f"SELECT {volumes}, toString(sum(earnings)) AS earnings, sum(referred_users) AS referred_users "
         "FROM affiliate_stats WHERE project_id = {project:String} "
-        "AND user_identifier_type = {type:String} AND user_identifier = {id:String}",
+        "AND user_key = reinterpretAsUInt128(sipHash128({type:String}, {id:String}))",
         {"project": project_id, "type": user.identifier_type, "id": user.identifier},
     )
     return figures_from_row(rows[0]) if rows else NO_FIGURES

@@ -15,7 +15,7 @@ def ch_datetime(ms: int) -> str:
 def param_text(value: object) -> object:
     """A query parameter as ClickHouse parses it from text: arrays as quoted literals, the rest unchanged."""
     if isinstance(value, list | tuple):
-        return "[" + ",".join(_quoted(str(item)) for item in value) + "]"
+        return "[" + ",".join(str(item) if isinstance(item, int) else _quoted(str(item)) for item in value) + "]"
     return value
 
 

@@ -125,6 +125,8 @@ def test_windows_count_volumes_and_earnings_of_their_days_only(api, scenario):
     only_old = by_name(dateFrom=old_day.isoformat(), dateTo=old_day.isoformat(), dateRange="7d")  # both override
     assert only_old["Carol"] == ("1000", "0", "0", "0", "1000", "200", 1)
     assert only_old["Alice"] == ("0", "0", "1000", "0", "1000", "50", 1)
+    future = by_name(dateFrom="2299-01-01")
+    assert future["Bob"] == ("0", "0", "0", "0", "0", "0", 2)  # nothing in the window, referrals still count
     day_after = (old_day + timedelta(days=1)).isoformat()
     assert by_name(dateFrom=day_after)["Carol"][0] == "100"  # one bound alone leaves the other side open
     assert by_name(dateTo=old_day.isoformat())["Carol"][0] == "1000"

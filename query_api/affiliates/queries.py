@@ -17,7 +17,7 @@ SORT_EXPRESSIONS = {
     "total_volume": "total_volume_n",
     **{f"r{n}_volume": f"s.v{n}" for n in LEVELS},
     "total_earnings": "s.ev",
-    "referred_users": "r.ru",
+    "referred_users": "s.ru",
     "created_at": "a.created_at",
     "name": "lower(a.name)",
 }
@@ -44,23 +44,20 @@ class Row:
 
 
 def _stats(days: tuple[date, date] | None) -> str:
+    """Figures per user_key: all time, or volumes and earnings summed over the window's days."""
     sums = ", ".join(f"sum(r{n}_volume) AS v{n}" for n in LEVELS)
     if days is None:
         return (
-            f"SELECT user_identifier_type AS t, user_identifier AS u, {sums}, sum(earnings) AS ev"
-            " FROM affiliate_stats WHERE project_id = {project:String} GROUP BY t, u"
+            f"SELECT user_key, {sums}, sum(earnings) AS ev, sum(referred_users) AS ru FROM affiliate_stats"
+            f" WHERE project_id = {{project:String}} GROUP BY user_key"
         )
     return (
-        f"SELECT user_identifier_type AS t, user_identifier AS u, {sums}, sum(earnings) AS ev"
-        " FROM affiliate_stats_daily WHERE project_id = {project:String}"
-        " AND day >= {day_from:Date32} AND day <= {day_to:Date32} GROUP BY t, u"
+        f"SELECT user_key, w.v1 AS v1, w.v2 AS v2, w.v3 AS v3, w.v4 AS v4, w.ev AS ev, r.ru AS ru FROM ("
+        f"SELECT user_key, {sums}, sum(earnings) AS ev FROM affiliate_stats_daily WHERE project_id = {{project:String}}"
+        f" AND day >= {{day_from:Date32}} AND day <= {{day_to:Date32}} GROUP BY user_key) AS w"
+        " FULL JOIN (SELECT user_key, sum(referred_users) AS ru FROM affiliate_stats"
+        f" WHERE project_id = {{project:String}} GROUP BY user_key) AS r USING (user_key)"
     )
-
-
-_REFERRED = (
-    "SELECT user_identifier_type AS t, user_identifier AS u, sum(referred_users) AS ru"
-    " FROM affiliate_stats WHERE project_id = {project:String} GROUP BY t, u"
-)
 
 
 def _conditions(listing: Listing, params: dict) -> list[str]:
@@ -83,41 +80,71 @@ def _conditions(listing: Listing, params: dict) -> list[str]:
     return conditions
 
 
-def listing_sql(listing: Listing, project_id: str) -> tuple[str, dict]:
+def page_sql(listing: Listing, project_id: str) -> tuple[str, dict]:
+    """The page's affiliates (their identifiers) in order, their figures, and the number of matches.
+
+    Only the columns the order needs travel through the join; the page's attributes are read after,
+    by primary key, for its few affiliates. The figures stand on the left of a RIGHT JOIN: ClickHouse builds its hash
+    table from the right side, here the (usually filtered) affiliates, much smaller than the figures."""
     params: dict = {"project": project_id, "limit": listing.limit, "offset": listing.offset}
-    conditions = _conditions(listing, params)
     if listing.days is not None:
         params.update(day_from=listing.days[0].isoformat(), day_to=listing.days[1].isoformat())
-    direction = "DESC" if listing.descending else "ASC"
-    volumes = ", ".join(f"toString(s.v{n}) AS r{n}_volume" for n in LEVELS)
+    matching = (
+        "SELECT user_key, user_identifier_type, user_identifier, name, created_at"
+        " FROM (SELECT * FROM affiliates FINAL WHERE project_id = {project:String})"
+        f" WHERE {' AND '.join(_conditions(listing, params))}"
+    )
     sql = (
-        "SELECT a.id AS id, a.user_identifier AS user_identifier, a.user_identifier_type AS user_identifier_type,"
-        " a.name AS name, a.status AS status, a.region AS region, a.audience AS audience,"
-        " a.tax_status AS tax_status, a.tier AS tier, toUnixTimestamp64Milli(a.created_at) AS created_ms,"
-        f" s.v1 + s.v2 + s.v3 + s.v4 AS total_volume_n, {volumes}, toString(s.ev) AS earnings,"
-        " r.ru AS referred_users, count() OVER () AS total_count"
-        " FROM (SELECT * FROM (SELECT * FROM affiliates FINAL WHERE project_id = {project:String})"
-        f"  WHERE {' AND '.join(conditions)}) AS a"
-        f" LEFT JOIN ({_stats(listing.days)}) AS s ON s.t = a.user_identifier_type AND s.u = a.user_identifier"
-        f" LEFT JOIN ({_REFERRED}) AS r ON r.t = a.user_identifier_type AND r.u = a.user_identifier"
-        f" ORDER BY {SORT_EXPRESSIONS[listing.sort_by]} {direction} NULLS LAST,"
+        "SELECT a.user_identifier_type AS user_identifier_type, a.user_identifier AS user_identifier,"
+        f" s.v1 + s.v2 + s.v3 + s.v4 AS total_volume_n, {_FIGURES}, (SELECT count() FROM ({matching})) AS total_count"
+        f" FROM ({_stats(listing.days)}) AS s RIGHT JOIN ({matching}) AS a ON s.user_key = a.user_key"
+        f" ORDER BY {SORT_EXPRESSIONS[listing.sort_by]} {'DESC' if listing.descending else 'ASC'} NULLS LAST,"
         " a.created_at DESC, a.user_identifier_type, a.user_identifier"
         " LIMIT {limit:UInt32} OFFSET {offset:UInt64}"
+        " SETTINGS output_format_json_quote_decimals = 1"  # exact decimals reach Python as text
     )
     return sql, params
 
 
+_FIGURES = ", ".join(f"s.v{n} AS r{n}_volume" for n in LEVELS) + ", s.ev AS earnings, s.ru AS referred_users"
+
+
 async def list_affiliates(warehouse: Warehouse, project_id: str, listing: Listing) -> tuple[list[Row], int]:
-    sql, params = listing_sql(listing, project_id)
-    rows = await warehouse.query(sql, params)
-    if rows:
-        total = int(rows[0]["total_count"])
-    elif listing.offset == 0:
-        total = 0
-    else:  # past the last page: the page is empty, the count still tells how many there are
-        counted = await warehouse.query(f"SELECT count() AS c FROM ({sql.rsplit(' LIMIT ', 1)[0]})", params)
-        total = int(counted[0]["c"])
-    return [Row(_affiliate(r), figures_from_row(r)) for r in rows], total
+    sql, params = page_sql(listing, project_id)
+    page = await warehouse.query(sql, params)
+    if not page:
+        total = 0 if listing.offset == 0 else await _count(warehouse, sql, params)
+        return [], total
+    users = [User(row["user_identifier"], row["user_identifier_type"]) for row in page]
+    affiliates = {a.user: a for a in await _affiliates(warehouse, project_id, users)}
+    rows = [Row(affiliates[user], figures_from_row(row)) for user, row in zip(users, page, strict=True)]
+    return rows, int(page[0]["total_count"])
+
+
+async def _affiliates(warehouse: Warehouse, project_id: str, users: list[User]) -> list[Affiliate]:
+    rows = await warehouse.query(
+        "SELECT id, user_identifier, user_identifier_type, name, status, region, audience, tax_status, tier,"
+        " toUnixTimestamp64Milli(created_at) AS created_ms FROM affiliates FINAL"
+        " WHERE project_id = {project:String} AND user_identifier_type IN {types:Array(String)}"
+        " AND user_identifier IN {ids:Array(String)}",
+        _user_params(project_id, users),
+    )
+    return [_affiliate(row) for row in rows]
+
+
+def _user_params(project_id: str, users: list[User]) -> dict:
+    return {
+        "project": project_id,
+        "types": sorted({user.identifier_type for user in users}),
+        "ids": sorted({user.identifier for user in users}),
+    }
+
+
+async def _count(warehouse: Warehouse, page: str, params: dict) -> int:
+    """The count past the last page (the page query returned no row to carry it)."""
+    head = page.rsplit(" LIMIT ", 1)[0]
+    rows = await warehouse.query(f"SELECT any(total_count) AS c FROM ({head} LIMIT 1)", params)
+    return int(rows[0]["c"]) if rows else 0
 
 
 def _affiliate(row: dict) -> Affiliate:
@@ -139,10 +166,10 @@ async def codes_of(warehouse: Warehouse, project_id: str, users: list[User]) -> 
     if not users:
         return {}
     rows = await warehouse.query(
-        "SELECT owner_identifier_type AS t, owner_identifier AS u, code FROM referral_codes FINAL"
-        " WHERE project_id = {project:String} AND owner_identifier IN {ids:Array(String)}"
-        " ORDER BY created_at DESC, code",
-        {"project": project_id, "ids": sorted({user.identifier for user in users})},
+        "SELECT owner_identifier_type AS t, owner_identifier AS u, code FROM referral_codes"
+        " WHERE project_id = {project:String} AND owner_identifier_type IN {types:Array(String)}"
+        " AND owner_identifier IN {ids:Array(String)} ORDER BY created_at DESC, code",
+        _user_params(project_id, users),
     )
     codes: dict[User, list[str]] = defaultdict(list)
     for row in rows:

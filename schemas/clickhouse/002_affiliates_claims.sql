@@ -1,12 +1,16 @@
 -- Affiliates (API.md §4) and claim checks (API.md §5). Like 001, every table is written by the
 -- stream workers, one insert per table per delivery under the delivery's deduplication token.
 
+-- Affiliate figures are keyed by `user_key`, a 128-bit hash of (identifier type, identifier): grouping
+-- and joining 100,000s of affiliates on it is several times faster than on the identifier strings.
+
 -- Registered affiliates and their attributes: the listing filters and sorts here.
 CREATE TABLE IF NOT EXISTS affiliates
 (
     project_id String,
     user_identifier_type LowCardinality(String),
     user_identifier String,
+    user_key UInt128 DEFAULT reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)),
     id String,
     name Nullable(String),
     status LowCardinality(String),
@@ -18,20 +22,22 @@ CREATE TABLE IF NOT EXISTS affiliates
 )
 ENGINE = ReplacingMergeTree
 ORDER BY (project_id, user_identifier_type, user_identifier)
-SETTINGS non_replicated_deduplication_window = 100000;
+-- Small granules: a listing page looks up its 10-100 affiliates by key, scattered across the table.
+SETTINGS non_replicated_deduplication_window = 100000, index_granularity = 256;
 
--- Referral codes by owner: the listing's search matches a substring of one of an affiliate's codes.
+-- Referral codes by owner: a listing page reads its affiliates' codes; its search matches a
+-- substring of one of them.
 CREATE TABLE IF NOT EXISTS referral_codes
 (
     project_id String,
-    code String,
     owner_identifier_type LowCardinality(String),
     owner_identifier String,
+    code String,
     created_at DateTime64(3, 'UTC')
 )
 ENGINE = ReplacingMergeTree
-ORDER BY (project_id, code)
-SETTINGS non_replicated_deduplication_window = 100000;
+ORDER BY (project_id, owner_identifier_type, owner_identifier, code)
+SETTINGS non_replicated_deduplication_window = 100000, index_granularity = 256;
 
 -- Who referred whom (one row per referred user: a user is referred once).
 CREATE TABLE IF NOT EXISTS referrals
@@ -67,8 +73,7 @@ SETTINGS non_replicated_deduplication_window = 100000;
 CREATE TABLE IF NOT EXISTS affiliate_stats
 (
     project_id String,
-    user_identifier_type LowCardinality(String),
-    user_identifier String,
+    user_key UInt128,
     r1_volume Decimal(76, 18),
     r2_volume Decimal(76, 18),
     r3_volume Decimal(76, 18),
@@ -77,24 +82,24 @@ CREATE TABLE IF NOT EXISTS affiliate_stats
     referred_users UInt64
 )
 ENGINE = SummingMergeTree
-ORDER BY (project_id, user_identifier_type, user_identifier)
+ORDER BY (project_id, user_key)
 SETTINGS non_replicated_deduplication_window = 100000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_volumes_mv TO affiliate_stats AS
-SELECT project_id, affiliate_identifier_type AS user_identifier_type, affiliate_identifier AS user_identifier,
+SELECT project_id, reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
        if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
        if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume,
        toDecimal256(0, 18) AS earnings, toUInt64(0) AS referred_users
 FROM affiliate_volumes;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_earnings_mv TO affiliate_stats AS
-SELECT project_id, recipient_identifier_type AS user_identifier_type, recipient_identifier AS user_identifier,
+SELECT project_id, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)) AS user_key,
        toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
        toDecimal256(0, 18) AS r4_volume, amount AS earnings, toUInt64(0) AS referred_users
 FROM payouts WHERE currency = 'point' AND role = 'affiliate';
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_referrals_mv TO affiliate_stats AS
-SELECT project_id, referrer_identifier_type AS user_identifier_type, referrer_identifier AS user_identifier,
+SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS user_key,
        toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
        toDecimal256(0, 18) AS r4_volume, toDecimal256(0, 18) AS earnings, toUInt64(1) AS referred_users
 FROM referrals;
@@ -104,8 +109,7 @@ CREATE TABLE IF NOT EXISTS affiliate_stats_daily
 (
     project_id String,
     day Date32,
-    user_identifier_type LowCardinality(String),
-    user_identifier String,
+    user_key UInt128,
     r1_volume Decimal(76, 18),
     r2_volume Decimal(76, 18),
     r3_volume Decimal(76, 18),
@@ -113,20 +117,18 @@ CREATE TABLE IF NOT EXISTS affiliate_stats_daily
     earnings Decimal(76, 18)
 )
 ENGINE = SummingMergeTree
-ORDER BY (project_id, day, user_identifier_type, user_identifier)
+ORDER BY (project_id, day, user_key)
 SETTINGS non_replicated_deduplication_window = 100000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_volumes_mv TO affiliate_stats_daily AS
-SELECT project_id, toDate32(happened_at) AS day,
-       affiliate_identifier_type AS user_identifier_type, affiliate_identifier AS user_identifier,
+SELECT project_id, toDate32(happened_at) AS day, reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
        if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
        if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume,
        toDecimal256(0, 18) AS earnings
 FROM affiliate_volumes;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_earnings_mv TO affiliate_stats_daily AS
-SELECT project_id, toDate32(happened_at) AS day,
-       recipient_identifier_type AS user_identifier_type, recipient_identifier AS user_identifier,
+SELECT project_id, toDate32(happened_at) AS day, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)) AS user_key,
        toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume, toDecimal256(0, 18) AS r3_volume,
        toDecimal256(0, 18) AS r4_volume, amount AS earnings
 FROM payouts WHERE currency = 'point' AND role = 'affiliate';

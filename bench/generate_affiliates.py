@@ -1,0 +1,137 @@
+"""Generate a project with many affiliates and conversions in an embedded data dir.
+
+    python -m bench.generate_affiliates --data-dir bench-data --affiliates 100000 --conversions 1000000
+
+Rows are written with the same tables, in the same shape, as the stream workers write them, so the
+materialized views fill exactly as in production; the generation itself runs inside ClickHouse
+(INSERT … SELECT over numbers()), which is what makes a million conversions take seconds, not hours.
+
+The shape: affiliates form a 4-ary referral tree (affiliate i was referred by affiliate (i-1)/4);
+end users are referred by affiliate `user % affiliates`; each conversion is a purchase by user
+`n % users` with a base of 1–1000 points, spread over the last 365 days, paying commissions on up
+to 4 levels at the base tier's rates. Every fifth affiliate is gold; statuses, regions, audiences
+and tax statuses cycle.
+"""
+
+import asyncio
+import json
+from pathlib import Path
+
+import typer
+from tqdm import tqdm
+
+from rewards.backends import open_embedded_state
+from rewards.domain.payout_config import PayoutConfig
+from rewards.embedded.chdb_warehouse import ChdbWarehouse
+
+CONFIG = {
+    "default_tier": "base",
+    "tiers": [
+        {"id": "base", "name": "Base", "rank": 1, "rates": {"r1": "0.10", "r2": "0.05", "r3": "0.02", "r4": "0.01"}},
+        {"id": "gold", "name": "Gold", "rank": 2, "rates": {"r1": "0.20", "r2": "0.10", "r3": "0.05", "r4": "0.02"}},
+    ],
+    "conversions": [{"event_name": "purchase", "base": {"rate_of": "value", "rate": "1"}, "currency": "point"}],
+}
+
+CHUNK = 100_000
+ADDRESS = "concat('0x', leftPad(lower(hex(toUInt64({n}) + 1)), 40, '0'))"
+USER_ADDRESS = "concat('0x', leftPad(lower(hex(toUInt64({n}) + 1000000000)), 40, '0'))"
+RATES = "[toDecimal256('0.10', 18), toDecimal256('0.05', 18), toDecimal256('0.02', 18), toDecimal256('0.01', 18)]"
+
+AFFILIATES_SQL = f"""
+INSERT INTO affiliates (project_id, user_identifier_type, user_identifier, id, name, status, region, audience,
+                        tax_status, tier, created_at)
+SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="number")} AS address,
+       concat('evm_address:', address), concat('Affiliate ', toString(number)),
+       ['active', 'pending', 'suspended'][number % 3 + 1], ['EU', 'US', 'APAC', 'LATAM'][number % 4 + 1],
+       ['crypto', 'gaming', 'defi'][number % 3 + 1], ['verified', 'pending', 'exempt', 'missing'][number % 4 + 1],
+       if(number % 5 = 0, 'gold', NULL), now64(3) - toIntervalSecond(number)
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+
+CODES_SQL = f"""
+INSERT INTO referral_codes
+SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="number")}, upper(substring(hex(cityHash64(number)), 1, 8)),
+       now64(3)
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+
+# Affiliates referred by their parent in the tree, then end users referred by `user % affiliates`.
+AFFILIATE_REFERRALS_SQL = f"""
+INSERT INTO referrals
+SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="number")}, 'evm_address',
+       {ADDRESS.format(n="intDiv(number - 1, 4)")}, 'CODE', now64(3)
+FROM numbers({{start:UInt64}}, {{count:UInt64}}) WHERE number > 0
+"""
+USER_REFERRALS_SQL = f"""
+INSERT INTO referrals
+SELECT {{project:String}}, 'evm_address', {USER_ADDRESS.format(n="number")}, 'evm_address',
+       {ADDRESS.format(n="number % {affiliates:UInt64}")}, 'CODE', now64(3)
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+
+# One row per conversion and level of the chain: L1 = user % affiliates, L(k+1) = parent of Lk.
+CHAIN = """
+WITH number % {users:UInt64} AS user, toInt64(user % {affiliates:UInt64}) AS a1,
+     if(a1 > 0, intDiv(a1 - 1, 4), -1) AS a2, if(a2 > 0, intDiv(a2 - 1, 4), -1) AS a3,
+     if(a3 > 0, intDiv(a3 - 1, 4), -1) AS a4,
+     arrayJoin(arrayFilter(x -> x.2 >= 0, [(1, a1), (2, toInt64(a2)), (3, toInt64(a3)), (4, toInt64(a4))])) AS link,
+     toDecimal256(1 + number % 1000, 18) AS base,
+     now64(3) - toIntervalSecond(cityHash64(number) % (365 * 86400)) AS happened
+"""
+VOLUMES_SQL = f"""
+INSERT INTO affiliate_volumes
+{CHAIN}
+SELECT {{project:String}}, concat('bench-', toString(number)), link.1, 'evm_address',
+       {ADDRESS.format(n="link.2")}, base, happened
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+PAYOUTS_SQL = f"""
+INSERT INTO payouts
+{CHAIN}
+SELECT {{project:String}}, concat('conversion:bench-', toString(number), ':', toString(link.1)),
+       concat('bench-', toString(number)), 'conversion', 'affiliate_commission', 'affiliate', link.1,
+       {ADDRESS.format(n="link.2")}, 'evm_address', toDecimal256(base * {RATES}[link.1], 18), 'point', 0, '', 0,
+       happened, happened
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+
+
+async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
+    state = open_embedded_state(data_dir)
+    project_id = await state.create_project("bench")
+    api_key = await state.create_key(project_id, ["service_role"])
+    await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    await state.close()
+    warehouse = ChdbWarehouse(data_dir / "warehouse")
+    await warehouse.migrate()
+    users = max(affiliates * 2, 1)
+    params = {"project": project_id, "affiliates": affiliates, "users": users}
+    steps = [
+        (AFFILIATES_SQL, affiliates), (CODES_SQL, affiliates), (AFFILIATE_REFERRALS_SQL, affiliates),
+        (USER_REFERRALS_SQL, users), (VOLUMES_SQL, conversions), (PAYOUTS_SQL, conversions),
+    ]  # fmt: skip
+    with tqdm(total=sum(count for _, count in steps), unit="row", desc="generating") as progress:
+        for sql, total in steps:
+            for start in range(0, total, CHUNK):
+                count = min(CHUNK, total - start)
+                await warehouse.query(sql, {**params, "start": start, "count": count})
+                progress.update(count)
+    await warehouse.close()
+    return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}
+
+
+def main(
+    data_dir: Path = typer.Option(Path("bench-data"), help="A new embedded data dir"),
+    affiliates: int = typer.Option(100_000),
+    conversions: int = typer.Option(1_000_000),
+) -> None:
+    if (data_dir / "warehouse").exists():
+        raise typer.BadParameter(f"{data_dir} already holds data: pick a new directory")
+    result = asyncio.run(generate(data_dir, affiliates, conversions))
+    (data_dir / "bench.json").write_text(json.dumps(result))
+    typer.echo(json.dumps(result))
+
+
+if __name__ == "__main__":
+    typer.run(main)

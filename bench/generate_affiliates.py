@@ -15,12 +15,13 @@ and tax statuses cycle.
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 
 import typer
 from tqdm import tqdm
 
-from rewards.backends import open_embedded_state
+from rewards.backends import open_embedded_state, state_path
 from rewards.domain.payout_config import PayoutConfig
 from rewards.embedded.chdb_warehouse import ChdbWarehouse
 
@@ -103,6 +104,7 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
     api_key = await state.create_key(project_id, ["service_role"])
     await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
     await state.close()
+    _state_codes(data_dir, project_id, affiliates)
     warehouse = ChdbWarehouse(data_dir / "warehouse")
     await warehouse.migrate()
     users = max(affiliates * 2, 1)
@@ -119,6 +121,17 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
                 progress.update(count)
     await warehouse.close()
     return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}
+
+
+def _state_codes(data_dir: Path, project_id: str, affiliates: int) -> None:
+    """One code per affiliate in the state store too (the listing reads a page's codes there)."""
+    rows = [(project_id, f"B{n:07d}", "evm_address", f"0x{n + 1:040x}", None, 0, 0, n + 1) for n in range(affiliates)]
+    with sqlite3.connect(state_path(data_dir)) as db:
+        db.executemany(
+            "INSERT INTO codes (project_id, code, owner_type, owner_id, max_uses, current_uses, created_ms, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 def main(

@@ -80,6 +80,9 @@ class StateStore(Protocol):
     async def list_codes(
         self, project_id: str, owner: User, offset: int, limit: int
     ) -> tuple[list[CodeRecord], int]: ...
+    async def codes_of(self, project_id: str, owners: Sequence[User]) -> dict[User, list[str]]:
+        """The codes of each owner, newest first (owners without codes are left out)."""
+
     async def get_code(self, project_id: str, code: str) -> CodeRecord | None: ...
     async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord: ...
     def use_code(

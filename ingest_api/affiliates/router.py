@@ -57,9 +57,9 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
         if not created:
             raise ApiError(409, "Affiliate already exists")
         await backends.log.publish(principal.project_id, [_record(principal.project_id, affiliate)])
-    codes, _ = await state.list_codes(principal.project_id, user, 0, 100)
+    codes = (await state.codes_of(principal.project_id, [user])).get(user, [])
     figures = await all_time_figures(backends.warehouse, principal.project_id, user)
-    return JSONResponse(affiliate_json(affiliate, config, [c.code for c in codes], figures), status_code=201)
+    return JSONResponse(affiliate_json(affiliate, config, codes, figures), status_code=201)
 
 
 def _record(project_id: str, affiliate: Affiliate) -> AffiliateRecord:

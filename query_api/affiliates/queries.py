@@ -4,7 +4,6 @@ Figures never come from raw conversions: all-time ones are one row per affiliate
 `affiliate_stats`, windowed ones are summed from `affiliate_stats_daily` over the window's days.
 """
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
@@ -159,19 +158,3 @@ def _affiliate(row: dict) -> Affiliate:
         tier=row["tier"],
         created_at_ms=int(row["created_ms"]),
     )
-
-
-async def codes_of(warehouse: Warehouse, project_id: str, users: list[User]) -> dict[User, list[str]]:
-    """The referral codes of a page's affiliates, newest first."""
-    if not users:
-        return {}
-    rows = await warehouse.query(
-        "SELECT owner_identifier_type AS t, owner_identifier AS u, code FROM referral_codes"
-        " WHERE project_id = {project:String} AND owner_identifier_type IN {types:Array(String)}"
-        " AND owner_identifier IN {ids:Array(String)} ORDER BY created_at DESC, code",
-        _user_params(project_id, users),
-    )
-    codes: dict[User, list[str]] = defaultdict(list)
-    for row in rows:
-        codes[User(row["u"], row["t"])].append(row["code"])
-    return codes

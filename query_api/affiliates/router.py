@@ -107,7 +107,7 @@ async def list_affiliates(
         limit=per_page,
     )
     rows, total = await queries.list_affiliates(backends.warehouse, principal.project_id, listing)
-    codes = await queries.codes_of(backends.warehouse, principal.project_id, [row.affiliate.user for row in rows])
+    codes = await backends.state.codes_of(principal.project_id, [row.affiliate.user for row in rows])
     results = [affiliate_json(r.affiliate, config, codes.get(r.affiliate.user, []), r.figures) for r in rows]
     return {
         "results": results,

@@ -179,6 +179,20 @@ class SqliteStateStore:
 
         return await self._db.run(read)
 
+    async def codes_of(self, project_id: str, owners: Sequence[User]) -> dict[User, list[str]]:
+        def read(c: sqlite3.Connection) -> dict[User, list[str]]:
+            codes: dict[User, list[str]] = {}
+            for owner in dict.fromkeys(owners):
+                rows = c.execute(
+                    "SELECT code FROM codes WHERE project_id = ? AND owner_type = ? AND owner_id = ? ORDER BY seq DESC",
+                    (project_id, owner.identifier_type, owner.identifier),
+                ).fetchall()
+                if rows:
+                    codes[owner] = [row["code"] for row in rows]
+            return codes
+
+        return await self._db.run(read)
+
     async def get_code(self, project_id: str, code: str) -> CodeRecord | None:
         return await self._db.run(lambda c: self._read_code(c, project_id, normalize_code(code)))
 

@@ -25,8 +25,7 @@ ORDER BY (project_id, user_identifier_type, user_identifier)
 -- Small granules: a listing page looks up its 10-100 affiliates by key, scattered across the table.
 SETTINGS non_replicated_deduplication_window = 100000, index_granularity = 256;
 
--- Referral codes by owner: a listing page reads its affiliates' codes; its search matches a
--- substring of one of them.
+-- Referral codes by owner: the listing's search matches a substring of one of an affiliate's codes.
 CREATE TABLE IF NOT EXISTS referral_codes
 (
     project_id String,

@@ -1,0 +1,53 @@
+"""`python -m rewards.devengines all|kafka|redis|clickhouse... [--dir DIR]`: start, print env lines, wait for Ctrl-C."""
+
+import argparse
+import logging
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from rewards.devengines import STARTERS, Engine
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rewards.devengines")
+    parser.add_argument("engines", nargs="+", choices=["all", *STARTERS])
+    parser.add_argument("--dir", type=Path, help="keep the engines' data here across runs (default: a temporary dir)")
+    args = parser.parse_args(argv)
+    args.engines = list(STARTERS) if "all" in args.engines else list(dict.fromkeys(args.engines))
+    return args
+
+
+def _run(names: list[str], base: Path) -> None:
+    engines: list[Engine] = []
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        for name in names:
+            engines.append(STARTERS[name](base / name))
+        for engine in engines:
+            print(engine.env_line, flush=True)
+        print(f"# logs under {base}; Ctrl-C stops everything", file=sys.stderr, flush=True)
+        stop.wait()
+    finally:
+        for engine in reversed(engines):
+            engine.stop()
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    if args.dir:
+        _run(args.engines, args.dir.resolve())
+    else:
+        with tempfile.TemporaryDirectory(prefix="rewards-engines-") as base:
+            _run(args.engines, Path(base))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

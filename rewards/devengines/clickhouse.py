@@ -1,0 +1,30 @@
+"""ClickHouse's engine (chdb) serving its HTTP interface on 127.0.0.1, in a process of its own."""
+
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rewards.devengines.process import Engine, free_port
+
+
+def clickhouse_engine(work_dir: Path) -> Engine:
+    """A server on work_dir/data (not started); each start opens the same data."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    command = [sys.executable, "-m", "rewards.devengines.clickhouse_server", "--port", str(port)]
+    command += ["--data", str(work_dir / "data")]
+    url = f"http://127.0.0.1:{port}"
+    return Engine("clickhouse", "CLICKHOUSE_URL", url, command, work_dir, lambda: _pings(url))
+
+
+def start_clickhouse(work_dir: Path) -> Engine:
+    return clickhouse_engine(work_dir).start()
+
+
+def _pings(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/ping", timeout=1) as response:
+            return response.read().strip() == b"Ok."
+    except (urllib.error.URLError, OSError):
+        return False

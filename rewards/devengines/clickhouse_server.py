@@ -1,0 +1,75 @@
+"""The real ClickHouse engine (chdb) serving HTTP: `python -m rewards.devengines.clickhouse_server --port P --data DIR`.
+
+chdb opens its listener only inside a running query: `SYSTEM START LISTEN HTTP` followed by a statement
+that keeps running for as long as the server must live. That statement sleeps a quarter second per row
+of the endless system.numbers and aggregates, so it costs no CPU and produces no output. On SIGTERM or
+SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+
+_MARK = "rewards_devengines_keepalive"
+KEEPALIVE = (
+    "SELECT count() FROM system.numbers WHERE NOT ignore(sleepEachRow(0.25)) "
+    f"SETTINGS max_block_size = 1, log_comment = '{_MARK}'"
+)
+_CONFIG = "<clickhouse><listen_host>127.0.0.1</listen_host><http_port>{port}</http_port></clickhouse>\n"
+
+
+def _serve(data: Path, outcome: dict, done: threading.Event) -> None:
+    import chdb._chdb
+
+    try:
+        # TabSeparated becomes the listener's default format: clickhouse-connect fails with any other.
+        result = chdb._chdb.query(f"SYSTEM START LISTEN HTTP; {KEEPALIVE}", "TabSeparated", path=str(data))
+        outcome["error"] = result.error_message() if result.has_error() else None
+    except Exception as error:
+        outcome["error"] = str(error)
+    finally:
+        done.set()
+
+
+def _cancel_keepalive(port: int) -> None:
+    kill = f"KILL QUERY WHERE query LIKE 'SELECT%{_MARK}%' SYNC"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/", data=kill.encode())
+    urllib.request.urlopen(request, timeout=10).read()
+
+
+def run(port: int, data: Path) -> int:
+    data.mkdir(parents=True, exist_ok=True)
+    stop, done, outcome = threading.Event(), threading.Event(), {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
+        # The listener reads config.xml from the working directory.
+        Path(work, "config.xml").write_text(_CONFIG.format(port=port))
+        os.chdir(work)
+        threading.Thread(target=_serve, args=(data.resolve(), outcome, done), daemon=True).start()
+        while not done.is_set() and not stop.wait(0.2):
+            pass
+        if not done.is_set():
+            _cancel_keepalive(port)
+            done.wait(30)
+    if stop.is_set():
+        return 0
+    print(f"clickhouse server: the listener ended by itself: {outcome.get('error')}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rewards.devengines.clickhouse_server")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    args = parser.parse_args(argv)
+    return run(args.port, args.data)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

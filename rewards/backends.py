@@ -12,12 +12,15 @@ from rewards.settings import Settings
 class Backends:
     settings: Settings
     state: StateStore
-    log: EventLog
+    log: EventLog | None  # None in processes that never publish (the query API)
     source: EventSource | None
     warehouse: Warehouse | None
     limiter: RateLimiter
 
     async def close(self) -> None:
+        close_log = getattr(self.log, "close", None)
+        if close_log is not None and self.log is not self.source:
+            await close_log()
         if self.warehouse is not None:
             await self.warehouse.close()
         await self.state.close()

@@ -35,11 +35,22 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _with_state(data_dir: Path, action):
-    """Run `action(state)` on the state store of `data_dir` (safe beside a running server)."""
+    """Run `action(state)` on the state store: Redis's when REDIS_URL is set (the production shape),
+    else the embedded one of `data_dir` (safe beside a running server)."""
     from rewards.backends import open_embedded_state
+    from rewards.settings import Settings
+
+    redis_url = Settings().redis_url
+
+    async def open_state():
+        if redis_url:
+            from rewards.production.redis_state import open_redis_state
+
+            return await open_redis_state(redis_url)
+        return open_embedded_state(data_dir)
 
     async def run():
-        state = open_embedded_state(data_dir)
+        state = await open_state()
         try:
             return await action(state)
         finally:
@@ -59,6 +70,60 @@ def serve(
     from rewards.settings import Settings
 
     run_server(Settings(host=host, port=port, data_dir=data_dir))
+
+
+def _serve_factory(factory: str, host: str, port: int, processes: int) -> None:
+    import uvicorn
+
+    from rewards.logging import configure_logging
+    from rewards.settings import Settings
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    uvicorn.run(
+        factory, factory=True, host=host, port=port, workers=processes, log_config=None, access_log=False,
+        timeout_graceful_shutdown=10,
+    )  # fmt: skip
+
+
+Processes = Annotated[int, typer.Option("--processes", help="Copies of the service sharing the port.")]
+
+
+@app.command("ingest-api")
+def ingest_api(
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8001,
+    processes: Processes = 1,
+) -> None:
+    """The production shape's ingest edge (events, codes, configuration, affiliates, claim check changes)."""
+    _serve_factory("ingest_api.main:create", host, port, processes)
+
+
+@app.command("query-api")
+def query_api(
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8002,
+    processes: Processes = 1,
+) -> None:
+    """The production shape's reads (payouts, affiliate listing, claim history and totals)."""
+    _serve_factory("query_api.main:create", host, port, processes)
+
+
+@app.command()
+def workers() -> None:
+    """The production shape's stream workers (a faust app): log to warehouse."""
+    from stream_workers.faust_app import run_workers
+
+    run_workers()
+
+
+@app.command()
+def migrate() -> None:
+    """Create the events topic and the ClickHouse tables and views (idempotent)."""
+    from rewards.production.migrate import migrate as run_migrate
+    from rewards.settings import Settings
+
+    _print(asyncio.run(run_migrate(Settings())))
 
 
 @project_app.command("create")

@@ -1,0 +1,25 @@
+"""The production shape's adapters: Redis, Kafka and a ClickHouse server, chosen by environment."""
+
+from rewards.backends import Backends
+from rewards.ratelimit import RateLimiter
+from rewards.settings import Settings
+
+
+def limits_storage_uri(redis_url: str) -> str:
+    """The `limits` library's URI for the same Redis: every process then shares the same windows."""
+    return "async+" + redis_url
+
+
+async def open_production(settings: Settings, *, publishes: bool, reads_warehouse: bool) -> Backends:
+    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.production.kafka_log import KafkaEventLog
+    from rewards.production.redis_state import open_redis_state
+
+    settings.require_engines()
+    state = await open_redis_state(settings.redis_url)
+    log = None
+    if publishes:
+        log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)
+    warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url) if reads_warehouse else None
+    limiter = RateLimiter(settings.rate_limits, storage_uri=limits_storage_uri(settings.redis_url))
+    return Backends(settings=settings, state=state, log=log, source=None, warehouse=warehouse, limiter=limiter)

@@ -1,0 +1,38 @@
+"""Warehouse on a ClickHouse server through clickhouse-connect: the same DDL, inserts and queries as chdb.
+
+Queries ask for the JSON format, as the embedded adapter does, so both engines hand the read models
+identical rows (64-bit integers and decimals as ClickHouse writes them in JSON).
+"""
+
+import orjson
+
+from schemas.clickhouse import INSERT_SETTINGS, statements
+
+
+class ClickHouseWarehouse:
+    def __init__(self, client):
+        self._client = client
+
+    @classmethod
+    async def connect(cls, url: str) -> "ClickHouseWarehouse":
+        import clickhouse_connect
+
+        return cls(await clickhouse_connect.get_async_client(dsn=url))
+
+    async def migrate(self) -> None:
+        for statement in statements():
+            await self._client.command(statement)
+
+    async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
+        if not rows:
+            return
+        body = b"\n".join(orjson.dumps(row) for row in rows)
+        settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token}
+        await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
+
+    async def query(self, sql: str, params: dict | None = None) -> list[dict]:
+        result = await self._client.raw_query(sql, parameters=params or None, fmt="JSON")
+        return orjson.loads(result)["data"] if result else []
+
+    async def close(self) -> None:
+        await self._client.close()

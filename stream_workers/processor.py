@@ -33,7 +33,7 @@ async def process_delivery(delivery: Delivery, state: StateStore, warehouse: War
     writes = _Writes()
     created = now_ms()
     configs: dict[str, PayoutConfig] = {}
-    for record in delivery.records:
+    for record in await _not_yet_processed(delivery.records, state):
         if record.project_id not in configs:
             configs[record.project_id] = await state.get_config(record.project_id)
         await _add(record, configs[record.project_id], state, writes, created)
@@ -44,6 +44,25 @@ async def process_delivery(delivery: Delivery, state: StateStore, warehouse: War
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
     return writes.payouts
+
+
+async def _not_yet_processed(records: list, state: StateStore) -> list:
+    """Drop conversions already written (published twice, e.g. a retry after an ingest process died
+    between its Kafka commit and its Redis bookkeeping) and repeats within the delivery."""
+    conversions: dict[str, list[str]] = defaultdict(list)
+    for record in records:
+        if isinstance(record, ConversionRecord):
+            conversions[record.project_id].append(record.dedup_id)
+    done = {(p, d) for p, ids in conversions.items() for d in await state.processed_among(p, ids)}
+    kept = []
+    for record in records:
+        if isinstance(record, ConversionRecord):
+            key = (record.project_id, record.dedup_id)
+            if key in done:
+                continue
+            done.add(key)
+        kept.append(record)
+    return kept
 
 
 async def _add(record, config: PayoutConfig, state: StateStore, writes: _Writes, created: int) -> None:

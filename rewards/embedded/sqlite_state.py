@@ -416,6 +416,17 @@ class SqliteStateStore:
             raise ClaimCheckNotFound(f"claim check {check_id} not found")
         return from_record(ClaimCheckRecord.model_validate_json(row["record"]))
 
+    async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
+        def read(c: sqlite3.Connection) -> set[str]:
+            marks = ",".join("?" * len(dedup_ids))
+            rows = c.execute(
+                f"SELECT dedup_id FROM dedup WHERE project_id = ? AND processed = 1 AND dedup_id IN ({marks})",
+                (project_id, *dedup_ids),
+            ).fetchall()
+            return {row["dedup_id"] for row in rows}
+
+        return await self._db.run(read) if dedup_ids else set()
+
     async def ping(self) -> None:
         await self._db.run(lambda c: c.execute("SELECT 1").fetchone())
 

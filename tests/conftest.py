@@ -3,18 +3,25 @@ import pytest
 from tests.harness import Admin, Api, Server
 
 SERVICE = "service_role"
+# The contract suite runs against every shape: tests that take `server` (or `api`) run once for each.
+SHAPES = ["embedded"]
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
+def embedded_server(tmp_path_factory):
     server = Server(tmp_path_factory.mktemp("serve") / "data").start()
     yield server
     server.stop()
 
 
+@pytest.fixture(scope="session", params=SHAPES)
+def server(request):
+    return request.getfixturevalue(f"{request.param}_server")
+
+
 @pytest.fixture(scope="session")
 def admin(server) -> Admin:
-    return Admin(server.data_dir)
+    return Admin(server)
 
 
 @pytest.fixture

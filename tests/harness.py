@@ -1,4 +1,4 @@
-"""Start `rewards serve` as a real process and talk to it as a client would."""
+"""Start the service as real processes (either shape) and talk to it as a client would."""
 
 import asyncio
 import os
@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from rewards.backends import open_embedded_state
+from rewards.routing import service_for
 
 
 def free_port() -> int:
@@ -22,31 +23,93 @@ def free_port() -> int:
 
 
 class Server:
+    """`rewards serve`: the embedded default, every endpoint in one process."""
+
+    shape = "embedded"
+
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.urls = {"ingest": self.url, "query": self.url}
         self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Server":
         command = [sys.executable, "-m", "rewards", "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)]
         self.process = subprocess.Popen(command, env=self.env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"rewards serve exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError("rewards serve did not become healthy")
+        wait_healthy(self.url, [self.process])
+        return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
+        stop_processes([self.process], sig)
+
+    async def open_state(self):
+        return open_embedded_state(self.data_dir)
+
+
+class ProductionServer:
+    """The production shape: `rewards ingest-api`, `rewards query-api` and `rewards workers` as separate
+    processes on real Kafka, Redis and ClickHouse (after `rewards migrate`)."""
+
+    shape = "production"
+
+    def __init__(self, engine_env: dict[str, str], env: dict[str, str] | None = None):
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **engine_env, **(env or {})}
+        self.ports = {"ingest": free_port(), "query": free_port()}
+        self.urls = {name: f"http://127.0.0.1:{port}" for name, port in self.ports.items()}
+        self.url = self.urls["ingest"]
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self) -> "ProductionServer":
+        migrate = [sys.executable, "-m", "rewards", "migrate"]
+        subprocess.run(migrate, env=self.env, check=True, stdout=subprocess.DEVNULL)
+        for name in ("ingest", "query"):
+            command = [sys.executable, "-m", "rewards", f"{name}-api", "--port", str(self.ports[name])]
+            self.processes[name] = subprocess.Popen(command, env=self.env)
+        self.start_workers()
+        for name in ("ingest", "query"):
+            wait_healthy(self.urls[name], list(self.processes.values()))
+        return self
+
+    def start_workers(self) -> subprocess.Popen:
+        self.processes["workers"] = subprocess.Popen([sys.executable, "-m", "rewards", "workers"], env=self.env)
+        return self.processes["workers"]
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        stop_processes(list(self.processes.values()), sig)
+
+    async def open_state(self):
+        from rewards.production.redis_state import open_redis_state
+
+        return await open_redis_state(self.env["REDIS_URL"])
+
+
+def wait_healthy(url: str, processes: list[subprocess.Popen], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        exited = [p for p in processes if p.poll() is not None]
+        if exited:
+            raise RuntimeError(f"{exited[0].args} exited with {exited[0].returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not become healthy")
+
+
+def stop_processes(processes: list[subprocess.Popen | None], sig: int = signal.SIGTERM) -> None:
+    running = [p for p in processes if p is not None and p.poll() is None]
+    for process in running:
+        process.send_signal(sig)
+    for process in running:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def run_async(coroutine):
@@ -56,14 +119,14 @@ def run_async(coroutine):
 
 
 class Admin:
-    """What `rewards project` / `rewards key` do, in-process, on the server's data dir."""
+    """What `rewards project` / `rewards key` do, in-process, on the server's state store."""
 
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
+    def __init__(self, server):
+        self.server = server
 
     def _do(self, action):
         async def run():
-            state = open_embedded_state(self.data_dir)
+            state = await self.server.open_state()
             try:
                 return await action(state)
             finally:
@@ -87,10 +150,18 @@ class Admin:
 class Api(httpx.Client):
     """A client of one project, with a key of the given scopes."""
 
-    def __init__(self, server: Server, api_key: str, project_id: str):
-        super().__init__(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {api_key}"}, timeout=30)
+    def __init__(self, server: Server | ProductionServer, api_key: str, project_id: str):
+        headers = {"Authorization": f"Bearer {api_key}"}
+        super().__init__(base_url=f"{server.urls['ingest']}/api/v1", headers=headers, timeout=30)
+        self.query_url = server.urls["query"]
         self.api_key = api_key
         self.project_id = project_id
+
+    def request(self, method: str, url, **kwargs) -> httpx.Response:
+        """Relative paths go to the service that answers them, as the production gateway routes."""
+        if isinstance(url, str) and url.startswith("/") and service_for(method, "/api/v1" + url) == "query":
+            url = f"{self.query_url}/api/v1{url}"
+        return super().request(method, url, **kwargs)
 
     def wait_processed(self, *dedup_ids: str, timeout_s: float = 10) -> None:
         deadline = time.monotonic() + timeout_s

@@ -14,7 +14,7 @@ def error_of(response: httpx.Response, status: int) -> str | list:
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Basic abc", "Bearer rk_nope_nope", "Bearer garbage"])
 def test_missing_malformed_or_unknown_key_is_401(server, header):
     headers = {} if header is None else {"Authorization": header}
-    response = httpx.get(f"{server.url}/api/v1/payouts/summary?currency=point", headers=headers)
+    response = httpx.get(f"{server.urls['query']}/api/v1/payouts/summary?currency=point", headers=headers)
     assert error_of(response, 401) == "Unauthorized"
 
 
@@ -61,5 +61,5 @@ def test_body_over_the_limit_is_413(api):
 
 
 def test_authentication_is_checked_before_the_query(server):
-    response = httpx.get(f"{server.url}/api/v1/payouts/leaderboard/users?from=garbage&page=0")
+    response = httpx.get(f"{server.urls['query']}/api/v1/payouts/leaderboard/users?from=garbage&page=0")
     error_of(response, 401)

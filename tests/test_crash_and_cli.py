@@ -16,7 +16,7 @@ CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "en
 def test_sigkill_right_after_the_200_loses_nothing_and_pays_once(tmp_path):
     data = tmp_path / "data"
     server = Server(data).start()
-    admin = Admin(data)
+    admin = Admin(server)
     project = admin.project()
     key = admin.key(project, "service_role")
     events = [event(f"k{i}", user=evm(i)) for i in range(100)]
@@ -40,8 +40,8 @@ def rewards(*args: str, data_dir) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
-def test_cli_projects_keys_and_config(tmp_path, server):
-    data = server.data_dir  # works beside the running server on the same data dir
+def test_cli_projects_keys_and_config(tmp_path, embedded_server):
+    data = embedded_server.data_dir  # works beside the running server on the same data dir
     created = rewards("project", "create", "--name", "cli", data_dir=data)
     assert created.returncode == 0, created.stderr
     project = json.loads(created.stdout)["project_id"]
@@ -53,7 +53,7 @@ def test_cli_projects_keys_and_config(tmp_path, server):
     config_file.write_text("conversions:\n  - event_name: signup\n    base: {fixed: '100'}\n")
     loaded = rewards("project", "config", "--project", project, "--file", str(config_file), data_dir=data)
     assert loaded.returncode == 0, loaded.stderr
-    with Api(server, body["api_key"], project) as api:
+    with Api(embedded_server, body["api_key"], project) as api:
         assert api.get("/projects/config").json()["conversions"][0]["base"] == {"fixed": "100"}
         config_file.write_text('{"default_tier": "missing"}')
         bad = rewards("project", "config", "--project", project, "--file", str(config_file), data_dir=data)

@@ -103,7 +103,7 @@ async def test_max_uses_n_used_concurrently_by_3n_users_succeeds_exactly_n_times
     n = 5
     code = create(api, quantity=1, max_uses=n)[0]["code"]
     headers = {"Authorization": f"Bearer {api.api_key}"}
-    async with httpx.AsyncClient(base_url=f"{server.url}/api/v1", headers=headers, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=f"{server.urls['ingest']}/api/v1", headers=headers, timeout=30) as client:
         responses = await asyncio.gather(
             *(client.patch(f"/referral_codes/{code}/use", json=user(10 + i)) for i in range(3 * n))
         )

@@ -104,7 +104,7 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
     api_key = await state.create_key(project_id, ["service_role"])
     await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
     await state.close()
-    _state_codes(data_dir, project_id, affiliates)
+    _state_rows(data_dir, project_id, affiliates)
     warehouse = ChdbWarehouse(data_dir / "warehouse")
     await warehouse.migrate()
     users = max(affiliates * 2, 1)
@@ -123,14 +123,22 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
     return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}
 
 
-def _state_codes(data_dir: Path, project_id: str, affiliates: int) -> None:
-    """One code per affiliate in the state store too (the listing reads a page's codes there)."""
-    rows = [(project_id, f"B{n:07d}", "evm_address", f"0x{n + 1:040x}", None, 0, 0, n + 1) for n in range(affiliates)]
+def _state_rows(data_dir: Path, project_id: str, affiliates: int) -> None:
+    """The same affiliates, and one code each, in the state store (a listing page reads them there)."""
+    statuses, regions = ("active", "pending", "suspended"), ("EU", "US", "APAC", "LATAM")
+    audiences, taxes = ("crypto", "gaming", "defi"), ("verified", "pending", "exempt", "missing")
     with sqlite3.connect(state_path(data_dir)) as db:
         db.executemany(
+            "INSERT INTO affiliates (project_id, user_type, user_id, id, name, status, region, audience, tax_status,"
+            " tier, created_ms) VALUES (?, 'evm_address', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(project_id, f"0x{n + 1:040x}", f"evm_address:0x{n + 1:040x}", f"Affiliate {n}", statuses[n % 3],
+              regions[n % 4], audiences[n % 3], taxes[n % 4], "gold" if n % 5 == 0 else None, n)
+             for n in range(affiliates)],
+        )  # fmt: skip
+        db.executemany(
             "INSERT INTO codes (project_id, code, owner_type, owner_id, max_uses, current_uses, created_ms, seq) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            "VALUES (?, ?, 'evm_address', ?, NULL, 0, 0, ?)",
+            [(project_id, f"B{n:07d}", f"0x{n + 1:040x}", n + 1) for n in range(affiliates)],
         )
 
 

@@ -9,7 +9,7 @@ from datetime import date
 
 from rewards.affiliates import LEVELS, Figures, figures_from_row
 from rewards.domain.payouts import User
-from rewards.ports import Affiliate, Warehouse
+from rewards.ports import Warehouse
 
 # sort_by → the expression the listing orders by (numeric figures, not their text)
 SORT_EXPRESSIONS = {
@@ -38,7 +38,7 @@ class Listing:
 
 @dataclass(frozen=True)
 class Row:
-    affiliate: Affiliate
+    user: User
     figures: Figures
 
 
@@ -109,34 +109,14 @@ _FIGURES = ", ".join(f"s.v{n} AS r{n}_volume" for n in LEVELS) + ", s.ev AS earn
 
 
 async def list_affiliates(warehouse: Warehouse, project_id: str, listing: Listing) -> tuple[list[Row], int]:
+    """The page's affiliates (as users; their attributes are the state store's) with their figures."""
     sql, params = page_sql(listing, project_id)
     page = await warehouse.query(sql, params)
     if not page:
         total = 0 if listing.offset == 0 else await _count(warehouse, sql, params)
         return [], total
-    users = [User(row["user_identifier"], row["user_identifier_type"]) for row in page]
-    affiliates = {a.user: a for a in await _affiliates(warehouse, project_id, users)}
-    rows = [Row(affiliates[user], figures_from_row(row)) for user, row in zip(users, page, strict=True)]
+    rows = [Row(User(r["user_identifier"], r["user_identifier_type"]), figures_from_row(r)) for r in page]
     return rows, int(page[0]["total_count"])
-
-
-async def _affiliates(warehouse: Warehouse, project_id: str, users: list[User]) -> list[Affiliate]:
-    rows = await warehouse.query(
-        "SELECT id, user_identifier, user_identifier_type, name, status, region, audience, tax_status, tier,"
-        " toUnixTimestamp64Milli(created_at) AS created_ms FROM affiliates FINAL"
-        " WHERE project_id = {project:String} AND user_identifier_type IN {types:Array(String)}"
-        " AND user_identifier IN {ids:Array(String)}",
-        _user_params(project_id, users),
-    )
-    return [_affiliate(row) for row in rows]
-
-
-def _user_params(project_id: str, users: list[User]) -> dict:
-    return {
-        "project": project_id,
-        "types": sorted({user.identifier_type for user in users}),
-        "ids": sorted({user.identifier for user in users}),
-    }
 
 
 async def _count(warehouse: Warehouse, page: str, params: dict) -> int:
@@ -144,17 +124,3 @@ async def _count(warehouse: Warehouse, page: str, params: dict) -> int:
     head = page.rsplit(" LIMIT ", 1)[0]
     rows = await warehouse.query(f"SELECT any(total_count) AS c FROM ({head} LIMIT 1)", params)
     return int(rows[0]["c"]) if rows else 0
-
-
-def _affiliate(row: dict) -> Affiliate:
-    return Affiliate(
-        id=row["id"],
-        user=User(row["user_identifier"], row["user_identifier_type"]),
-        name=row["name"],
-        status=row["status"],
-        region=row["region"],
-        audience=row["audience"],
-        tax_status=row["tax_status"],
-        tier=row["tier"],
-        created_at_ms=int(row["created_ms"]),
-    )

@@ -107,8 +107,14 @@ async def list_affiliates(
         limit=per_page,
     )
     rows, total = await queries.list_affiliates(backends.warehouse, principal.project_id, listing)
-    codes = await backends.state.codes_of(principal.project_id, [row.affiliate.user for row in rows])
-    results = [affiliate_json(r.affiliate, config, codes.get(r.affiliate.user, []), r.figures) for r in rows]
+    users = [row.user for row in rows]
+    affiliates = [await backends.state.get_affiliate(principal.project_id, user) for user in users]
+    codes = await backends.state.codes_of(principal.project_id, users)
+    results = [
+        affiliate_json(affiliate, config, codes.get(row.user, []), row.figures)
+        for row, affiliate in zip(rows, affiliates, strict=True)
+        if affiliate is not None
+    ]
     return {
         "results": results,
         "page": page,

@@ -1,12 +1,19 @@
-"""The StateStore contract, run against every adapter (SQLite: the reference).
-Each test works in a project of its own."""
+"""The StateStore contract, run against every adapter: SQLite (the reference) and Redis (a real local
+redis-server, or REDIS_URL when set). Each test works in a project of its own."""
 
 import asyncio
+import inspect
+import os
 from dataclasses import replace
 from functools import partial
 
 import pytest
+import redis
+from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from rewards.devengines.process import EngineFailed, EngineUnavailable
+from rewards.devengines.redis import start_redis
 from rewards.domain import claim_checks as cc
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
@@ -20,7 +27,10 @@ from rewards.domain.referrals import (
 from rewards.embedded.sqlite_db import SqliteDatabase
 from rewards.embedded.sqlite_state import SqliteStateStore
 from rewards.errors import ApiError
-from rewards.ports import Affiliate
+from rewards.ports import Affiliate, StateStore
+from rewards.production import redis_state
+from rewards.production.redis_keys import ProjectKeys
+from rewards.production.redis_state import BatchInFlight, RedisStateStore, open_redis_state
 
 
 class Boom(Exception):
@@ -34,6 +44,26 @@ def user(n: int) -> User:
 # -- fixtures ----------------------------------------------------------------------------------------
 
 
+def _unavailable(reason: str):
+    line = reason.strip().splitlines()[0] if reason.strip() else "unknown reason"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"Redis is required in CI: {line}")
+    pytest.skip(f"Redis unavailable, Redis contract tests skipped: {line}")
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    try:
+        engine = start_redis(tmp_path_factory.mktemp("redis"))
+    except (EngineUnavailable, EngineFailed) as exc:
+        _unavailable(str(exc))
+    yield engine.url
+    engine.stop()
+
+
 @pytest.fixture(scope="session")
 async def sqlite_store(tmp_path_factory):
     store = SqliteStateStore(SqliteDatabase(tmp_path_factory.mktemp("state") / "state.sqlite3"))
@@ -41,7 +71,17 @@ async def sqlite_store(tmp_path_factory):
     await store.close()
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(scope="session")
+async def redis_store(redis_url):
+    try:
+        store = await open_redis_state(redis_url)
+    except (RedisConnectionError, OSError) as exc:
+        _unavailable(f"{redis_url} does not answer: {exc}")
+    yield store
+    await store.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
 def store(request):
     return request.getfixturevalue(f"{request.param}_store")
 
@@ -49,6 +89,11 @@ def store(request):
 @pytest.fixture
 async def pid(store) -> str:
     return await store.create_project("contract")
+
+
+@pytest.fixture
+async def rpid(redis_store) -> str:
+    return await redis_store.create_project("contract")
 
 
 # -- projects and keys -------------------------------------------------------------------------------
@@ -255,6 +300,20 @@ async def test_concurrent_uses_never_exceed_max_uses(store, pid):
     assert record.current_uses == 3 and len(record.used_by) == 3
 
 
+async def test_crossing_uses_make_no_cycle(store, pid):
+    [of_one], [of_two] = await create_codes(store, pid, user(1)), await create_codes(store, pid, user(2))
+
+    async def use(code: str, n: int) -> str:
+        try:
+            async with store.use_code(pid, code, user(n), {}):
+                return "used"
+        except InvalidReferral as exc:
+            return str(exc)
+
+    results = await asyncio.gather(use(of_one, 2), use(of_two, 1))
+    assert sorted(results) == ["Using this code would create a referral cycle", "used"]
+
+
 async def refer(store, pid, referrer: User, referred: User) -> None:
     [code] = await create_codes(store, pid, referrer)
     async with store.use_code(pid, code, referred, {}):
@@ -371,6 +430,7 @@ async def current(store, pid, ids: list[str]) -> list[cc.ClaimCheck]:
 async def test_claim_checks_register_and_update(store, pid):
     a, b = check(pid, 1, user(1)), check(pid, 2, user(1))
     await store.register_claim_checks(pid, [a, b])
+    await store.register_claim_checks(pid, [])
     assert await current(store, pid, [a.id, b.id]) == [a, b]
     async with store.update_claim_checks(pid, [a.id, b.id], cc.close, user(1)) as closed:
         assert [(c.status, c.version) for c in closed] == [(cc.CLOSED, 2)] * 2
@@ -414,3 +474,117 @@ async def test_claim_checks_undone_when_block_raises(store, pid):
             assert [c.status for c in closed] == [cc.CLOSED, cc.CLOSED]
             raise Boom
     assert await current(store, pid, [a.id, b.id]) == [a, replace(b, status=cc.CLOSED, version=2)]
+
+
+# -- Redis only --------------------------------------------------------------------------------------
+
+
+def test_redis_store_has_every_method_of_the_port():
+    port_methods = [name for name in vars(StateStore) if not name.startswith("_")]
+    assert "ingest" in port_methods and "project_exists" in dir(RedisStateStore)
+    for name in port_methods:
+        expected = list(inspect.signature(getattr(StateStore, name)).parameters)
+        assert list(inspect.signature(getattr(RedisStateStore, name)).parameters) == expected, name
+
+
+def test_project_keys_share_one_cluster_slot():
+    k = ProjectKeys("0123456789abcdef0123456789abcdef")
+    keys = [
+        k.project(), k.config(), k.affiliates(), k.code_seq(), k.code("ABC1234"), k.code_uses("ABC1234"),
+        k.owner_codes(User("a:{b}", "email")), k.referrals(), k.dedup("{x}:y"), k.user_events(user(1)),
+        k.idempotency("}{"), k.claim_check("cc_1"),
+    ]  # fmt: skip
+    assert len({key_slot(key.encode()) for key in keys}) == 1
+    assert len(set(keys)) == len(keys)
+
+
+async def test_pending_claims_read_as_not_found_and_expire(redis_store, rpid, monkeypatch):
+    monkeypatch.setattr(redis_state, "PENDING_TTL_S", 0.2)
+    stalled = redis_store.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
+    assert (await stalled.__aenter__()).fresh == [0, 1]
+    assert await redis_store.event_status(rpid, "x-1") is None
+    await asyncio.sleep(0.3)
+    retry = redis_store.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
+    claim = await retry.__aenter__()
+    assert claim.fresh == [0, 1]
+    failure = Boom()  # the stalled request fails at last: its undo must spare the retry's claims
+    assert await stalled.__aexit__(Boom, failure, None) is False
+    claim.respond(b"{}")
+    await retry.__aexit__(None, None, None)
+    assert [await redis_store.event_status(rpid, i) for i in ("x-1", "x-2")] == ["accepted"] * 2
+    assert (await ingest(redis_store, rpid, *batch("x-1"), ("key-x", "hash-a"))).replay == b"{}"
+
+
+async def test_overlapping_batch_in_flight(redis_store, rpid):
+    async with redis_store.ingest(rpid, *batch("f-1", "f-2"), ("key-f", "hash-a")) as first:
+        assert first.fresh == [0, 1]
+        with pytest.raises(BatchInFlight) as raised:
+            await ingest(redis_store, rpid, *batch("f-3", "f-2", "f-1"))
+        assert raised.value.dedup_ids == ["f-2", "f-1"]
+        with pytest.raises(BatchInFlight):  # the same Idempotency-Key, still in flight
+            await ingest(redis_store, rpid, *batch("f-4"), ("key-f", "hash-a"))
+        assert await redis_store.event_status(rpid, "f-3") is None
+        first.respond(b"first")
+    assert (await ingest(redis_store, rpid, *batch("f-3", "f-2", "f-1"))).fresh == [0]
+    assert (await ingest(redis_store, rpid, *batch("f-4"), ("key-f", "hash-a"))).replay == b"first"
+
+
+async def test_concurrent_ingest_accepts_each_id_once(redis_store, rpid):
+    ids = [f"c-{n}" for n in range(40)]
+    accepted: list[str] = []
+
+    async def send(order: list[str]) -> None:
+        while True:
+            try:
+                async with redis_store.ingest(rpid, *batch(*order), None) as claim:
+                    await asyncio.sleep(0.005)  # the publication
+                    accepted.extend(order[i] for i in claim.fresh)
+                    return
+            except BatchInFlight:
+                await asyncio.sleep(0.001)
+
+    await asyncio.gather(*(send(ids[n:] + ids[:n]) for n in range(0, 40, 8)))
+    assert sorted(accepted) == sorted(ids)
+
+
+async def test_use_code_rechecks_what_changed_after_its_check(redis_store, rpid, monkeypatch):
+    [of_one], [of_two] = await create_codes(redis_store, rpid, user(1)), await create_codes(redis_store, rpid, user(2))
+    read_chain, raced = redis_store._chain, []
+
+    async def chain_then_race(k, start, depth):
+        chain = await read_chain(k, start, depth)
+        if not raced:  # between the check and the write, 1 becomes referred by 2
+            raced.append(True)
+            async with redis_store.use_code(rpid, of_two, user(1), {}):
+                pass
+        return chain
+
+    monkeypatch.setattr(redis_store, "_chain", chain_then_race)
+    with pytest.raises(InvalidReferral, match="cycle"):
+        async with redis_store.use_code(rpid, of_one, user(2), {}):
+            pass
+    assert raced and (await redis_store.get_code(rpid, of_one)).current_uses == 0
+    assert await redis_store.referral_of(rpid, user(2)) is None
+
+
+async def test_claim_check_update_retries_after_a_concurrent_change(redis_store, rpid, redis_url):
+    a = check(rpid, 1, user(1))
+    await redis_store.register_claim_checks(rpid, [a])
+    attempts = []
+
+    def close_after_a_concurrent_close(c: cc.ClaimCheck) -> cc.ClaimCheck:
+        if not attempts:  # another instance closes the check between our read and our write
+            with redis.Redis.from_url(redis_url) as other:
+                other.set(ProjectKeys(rpid).claim_check(a.id), cc.to_record(rpid, cc.close(c)).model_dump_json())
+        attempts.append(c.status)
+        return cc.close(c)
+
+    async with redis_store.update_claim_checks(rpid, [a.id], close_after_a_concurrent_close, None) as closed:
+        assert (closed[0].status, closed[0].version) == (cc.CLOSED, 2)
+    assert attempts == [cc.OPEN, cc.CLOSED]
+
+
+async def test_processed_while_pending_stays_processed(redis_store, rpid):
+    async with redis_store.ingest(rpid, *batch("w-1", "w-2"), None):
+        await redis_store.mark_processed(rpid, ["w-1"])  # a fast worker, before the commit
+    assert [await redis_store.event_status(rpid, i) for i in ("w-1", "w-2")] == ["processed", "accepted"]

@@ -584,6 +584,35 @@ async def test_claim_check_update_retries_after_a_concurrent_change(redis_store,
     assert attempts == [cc.OPEN, cc.CLOSED]
 
 
+def reply_lost(apply):
+    async def call(*args, **kwargs):
+        await apply(*args, **kwargs)
+        raise RedisConnectionError("Connection reset by peer")
+
+    return call
+
+
+async def test_a_change_whose_reply_is_lost_is_undone(redis_store, rpid, monkeypatch):
+    [code] = await create_codes(redis_store, rpid, user(1), 1, 1)
+    scripts = redis_store._scripts
+    lossy = replace(scripts, use_code=reply_lost(scripts.use_code), claim_batch=reply_lost(scripts.claim_batch))
+    monkeypatch.setattr(redis_store, "_scripts", lossy)
+    monkeypatch.setattr(redis_store._redis, "hsetnx", reply_lost(redis_store._redis.hsetnx))
+    with pytest.raises(RedisConnectionError):
+        async with redis_store.use_code(rpid, code, user(2), {}):
+            pass
+    with pytest.raises(RedisConnectionError):
+        await ingest(redis_store, rpid, *batch("l-1"), ("key-l", "hash-a"))
+    with pytest.raises(RedisConnectionError):
+        async with redis_store.create_affiliate(rpid, affiliate(1)):
+            pass
+    monkeypatch.undo()
+    record = await redis_store.get_code(rpid, code)
+    assert (record.current_uses, record.used_by, await redis_store.referral_of(rpid, user(2))) == (0, [], None)
+    assert (await ingest(redis_store, rpid, *batch("l-1"), ("key-l", "hash-a"))).fresh == [0]
+    assert await redis_store.get_affiliate(rpid, user(1)) is None
+
+
 async def test_processed_while_pending_stays_processed(redis_store, rpid):
     async with redis_store.ingest(rpid, *batch("w-1", "w-2"), None):
         await redis_store.mark_processed(rpid, ["w-1"])  # a fast worker, before the commit

@@ -88,10 +88,11 @@ return {'used', redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], -t
 """
 )
 
-# KEYS: code, code_uses, referrals; ARGV: the use (JSON), user, the referral edge (JSON).
+# KEYS: code, code_uses, referrals; ARGV: the use (JSON), user, use id. Safe whether or not the use was made.
 UNDO_USE = """
 if redis.call('LREM', KEYS[2], -1, ARGV[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'current_uses', -1) end
-if redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[3] then redis.call('HDEL', KEYS[3], ARGV[2]) end
+local edge = redis.call('HGET', KEYS[3], ARGV[2])
+if edge and cjson.decode(edge).use == ARGV[3] then redis.call('HDEL', KEYS[3], ARGV[2]) end
 return 1
 """
 

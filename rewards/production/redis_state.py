@@ -14,18 +14,27 @@ change on entry and undoes it if the block raises; until the undo, concurrent re
 - ingest: claims are *pending* until the block exits, and pending ids read as not found; an
   overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
 
+A change whose reply is lost (connection reset, timeout, cancellation) may or may not have been made:
+use_code, create_affiliate and the batch claim then run the same undo, which matches exactly what
+this request would have written, so it is safe either way. The client never retries a command itself.
+
 Key layout: rewards.production.redis_keys; the Lua scripts: rewards.production.redis_scripts.
 """
 
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
 from rewards import keys
@@ -43,6 +52,7 @@ from rewards.production.redis_scripts import Scripts
 from schemas.records import ClaimCheckRecord, CodeUseRecord
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 PENDING_TTL_S = 60  # a claimed batch must be published and committed within this, or its claim lapses
 IDEMPOTENCY_TTL_S = 24 * 3600
@@ -80,11 +90,24 @@ async def _undo_on_raise(undo: Callable[[], Awaitable[Any]]):
     try:
         yield
     except BaseException:
-        try:
-            await undo()
-        except Exception:
-            log.exception("state_undo_failed")
+        await _try_undo(undo)
         raise
+
+
+async def _applied(apply: Awaitable[_T], undo: Callable[[], Awaitable[Any]]) -> _T:
+    """Await `apply`; if its reply is lost, the change may or may not have been made: `undo` it to be sure."""
+    try:
+        return await apply
+    except (RedisConnectionError, RedisTimeoutError, asyncio.CancelledError):
+        await _try_undo(undo)
+        raise
+
+
+async def _try_undo(undo: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await undo()
+    except Exception:
+        log.exception("state_undo_failed")
 
 
 def _json(value: Any) -> str:
@@ -163,11 +186,14 @@ class RedisStateStore:
     async def create_affiliate(self, project_id: str, affiliate: Affiliate):
         k, user = ProjectKeys(project_id), user_field(affiliate.user)
         document = _affiliate_json(affiliate)
-        created = await self._redis.hsetnx(k.affiliates(), user, document) == 1
-        if not created:
+
+        def undo():
+            return self._scripts.hdel_if_equal(keys=[k.affiliates()], args=[user, document])
+
+        if await _applied(self._redis.hsetnx(k.affiliates(), user, document), undo) == 0:
             yield False
             return
-        async with _undo_on_raise(lambda: self._scripts.hdel_if_equal(keys=[k.affiliates()], args=[user, document])):
+        async with _undo_on_raise(undo):
             yield True
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
@@ -241,28 +267,37 @@ class RedisStateStore:
         k, code, used_at = ProjectKeys(project_id), normalize_code(code), now_ms()
         use_id = uuid.uuid4().hex
         use = _json({"use_id": use_id, "user": user_field(user), "at": used_at, "proof": proof})
-        record, edge = await self._apply_use(k, code, user, use, used_at)
+
+        def undo():
+            return self._scripts.undo_use(
+                keys=[k.code(code), k.code_uses(code), k.referrals()], args=[use, user_field(user), use_id]
+            )
+
+        record = await self._apply_use(k, code, user, (use_id, use, used_at), undo)
         event = CodeUseRecord(
             project_id=project_id, use_id=use_id, code=code,
             owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
             user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
         )  # fmt: skip
-        undo_keys = [k.code(code), k.code_uses(code), k.referrals()]
-        async with _undo_on_raise(lambda: self._scripts.undo_use(keys=undo_keys, args=[use, user_field(user), edge])):
+        async with _undo_on_raise(undo):
             yield record, event
 
-    async def _apply_use(self, k: ProjectKeys, code: str, user: User, use: str, used_at: int) -> tuple[CodeRecord, str]:
+    async def _apply_use(
+        self, k: ProjectKeys, code: str, user: User, use: tuple[str, str, int], undo: Callable[[], Awaitable[Any]]
+    ) -> CodeRecord:
         """Check the use in Python, then apply it with a script that re-checks what may have changed since."""
+        use_id, use_json, used_at = use
         for _ in range(_ATTEMPTS):
             record, referrer = await self._use_snapshot(k, code, user)
             check_use(record, user, referrer, await self._chain(k, record.owner, _CHAIN_LIMIT))
-            edge = _json({"by": user_field(record.owner), "code": code, "at": used_at})
-            result = await self._scripts.use_code(
+            edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": use_id})
+            applying = self._scripts.use_code(
                 keys=[k.code(code), k.code_uses(code), k.referrals()],
-                args=[user_field(user), use, edge, _CHAIN_LIMIT, USED_BY_LIMIT],
+                args=[user_field(user), use_json, edge, _CHAIN_LIMIT, USED_BY_LIMIT],
             )
+            result = await _applied(applying, undo)
             if result[0] == "used":
-                return _code_record(code, _pairs(result[1]), result[2]), edge
+                return _code_record(code, _pairs(result[1]), result[2])
         raise StateChanging(f"referral code {code} kept changing while being used")
 
     async def _use_snapshot(self, k: ProjectKeys, code: str, user: User) -> tuple[CodeRecord, User | None]:
@@ -314,14 +349,18 @@ class RedisStateStore:
         k, token = ProjectKeys(project_id), uuid.uuid4().hex
         idem_key, body_hash = idempotency or ("", "")
         dedup_keys = [k.dedup(d) for d in dedup_ids]
-        claim = await self._claim_batch(k.idempotency(idem_key), dedup_keys, dedup_ids, token, idempotency)
+        claimed: list[str] = dedup_keys  # until the claim answers, any of them may be ours
+
+        def abort():
+            return self._scripts.abort_batch(keys=[k.idempotency(idem_key), *claimed], args=[token])
+
+        claiming = self._claim_batch(k.idempotency(idem_key), dedup_keys, dedup_ids, token, idempotency)
+        claim = await _applied(claiming, abort)
         if claim.replay is not None:
             yield claim
             return
         claimed = [dedup_keys[i] for i in claim.fresh]
-        async with _undo_on_raise(
-            lambda: self._scripts.abort_batch(keys=[k.idempotency(idem_key), *claimed], args=[token])
-        ):
+        async with _undo_on_raise(abort):
             yield claim
         events = [users_and_names[i] for i in claim.fresh]
         mode = "" if idempotency is None else ("drop" if claim.response is None else "store")
@@ -415,7 +454,8 @@ class RedisStateStore:
 
 
 async def open_redis_state(url: str) -> RedisStateStore:
-    redis = Redis.from_url(url, decode_responses=True)
+    # No automatic retries: a script re-sent after a lost reply could apply twice (lost replies are undone instead).
+    redis = Redis.from_url(url, decode_responses=True, retry=Retry(NoBackoff(), 0))
     try:
         await redis.ping()
     except BaseException:

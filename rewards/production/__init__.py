@@ -1,0 +1,1 @@
+"""Production adapters of the ports: Redis (state store); Kafka and ClickHouse in their own modules."""

@@ -1,0 +1,506 @@
+"""StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role.
+
+Behaves as SqliteStateStore (the reference), with one difference in shape: a SQLite transaction can
+stay open while the block publishes, a Redis change cannot. So each context manager applies its
+change on entry and undoes it if the block raises; until the undo, concurrent readers can see it:
+
+- create_codes: the new codes (not yet returned to anyone, so practically invisible).
+- create_affiliate: the affiliate (a concurrent registration of the same user gets False / 409).
+- use_code: the incremented uses, the use in `used_by` and the referral edge. Meanwhile a concurrent
+  use may be refused for it (code at its limit, user already referred, cycle) and a worker may pay
+  along the edge.
+- update_claim_checks: the changed checks. The undo puts a check back only if no later update
+  replaced it since (a later update built on ours and published its own state).
+- ingest: claims are *pending* until the block exits, and pending ids read as not found; an
+  overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
+
+A change whose reply is lost (connection reset, timeout, cancellation) may or may not have been made:
+use_code, create_affiliate and the batch claim then run the same undo, which matches exactly what
+this request would have written, so it is safe either way. The client never retries a command itself.
+
+Key layout: rewards.production.redis_keys; the Lua scripts: rewards.production.redis_scripts.
+"""
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import structlog
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import WatchError
+
+from rewards import keys
+from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
+from rewards.domain.codes import generate_code, normalize_code
+from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
+from rewards.domain.payouts import User
+from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
+from rewards.domain.timestamps import now_ms
+from rewards.errors import conflict
+from rewards.ports import Affiliate, Principal, Referral
+from rewards.production import redis_keys
+from rewards.production.redis_keys import ProjectKeys, parse_user_field, user_field
+from rewards.production.redis_scripts import Scripts
+from schemas.records import ClaimCheckRecord, CodeUseRecord
+
+log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
+
+PENDING_TTL_S = 60  # a claimed batch must be published and committed within this, or its claim lapses
+IDEMPOTENCY_TTL_S = 24 * 3600
+USED_BY_LIMIT = 1000  # a code record shows its latest uses only; current_uses still counts them all
+_CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
+_ATTEMPTS = 20  # optimistic retries (WATCH, or a use_code re-check) before giving up
+
+
+class BatchInFlight(Exception):
+    """Some events of the batch (or its Idempotency-Key) are claimed by another request not yet finished:
+    nothing was accepted; a retry shortly after succeeds (as a duplicate or a replay). HTTP: 503."""
+
+    def __init__(self, dedup_ids: list[str]):
+        super().__init__(f"{len(dedup_ids)} event(s) of the batch are being accepted by another request")
+        self.dedup_ids = dedup_ids
+
+
+class StateChanging(Exception):
+    """An optimistic update kept meeting concurrent changes and gave up."""
+
+
+@dataclass
+class _Claim:
+    replay: bytes | None = None
+    fresh: list[int] = field(default_factory=list)
+    response: bytes | None = None
+
+    def respond(self, body: bytes) -> None:
+        self.response = body
+
+
+@asynccontextmanager
+async def _undo_on_raise(undo: Callable[[], Awaitable[Any]]):
+    """Run `undo` if the block raises (a failed publication must leave no trace), then re-raise."""
+    try:
+        yield
+    except BaseException:
+        await _try_undo(undo)
+        raise
+
+
+async def _applied(apply: Awaitable[_T], undo: Callable[[], Awaitable[Any]]) -> _T:
+    """Await `apply`; if its reply is lost, the change may or may not have been made: `undo` it to be sure."""
+    try:
+        return await apply
+    except (RedisConnectionError, RedisTimeoutError, asyncio.CancelledError):
+        await _try_undo(undo)
+        raise
+
+
+async def _try_undo(undo: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await undo()
+    except Exception:
+        log.exception("state_undo_failed")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+class RedisStateStore:
+    def __init__(self, redis: Redis):
+        self._redis = redis
+        self._scripts = Scripts.register(redis)
+
+    # -- projects and keys -------------------------------------------------------------------
+
+    async def create_project(self, name: str) -> str:
+        project_id = uuid.uuid4().hex
+        await self._redis.hset(ProjectKeys(project_id).project(), mapping={"name": name, "created_ms": now_ms()})
+        return project_id
+
+    async def delete_project(self, project_id: str) -> bool:
+        return await self._scripts.delete_project(keys=[ProjectKeys(project_id).project()], args=[now_ms()]) == 1
+
+    async def project_exists(self, project_id: str) -> bool:
+        name, deleted = await self._redis.hmget(ProjectKeys(project_id).project(), ["name", "deleted_ms"])
+        return name is not None and deleted is None
+
+    async def create_key(self, project_id: str, scopes: Sequence[str]) -> str:
+        api_key, key_id, secret_hash = keys.new_key()
+        mapping = {
+            "project_id": project_id,
+            "secret_hash": secret_hash.hex(),
+            "scopes": _json(sorted(set(scopes))),
+            "created_ms": now_ms(),
+        }
+        await self._redis.hset(redis_keys.api_key(key_id), mapping=mapping)
+        return api_key
+
+    async def revoke_key(self, api_key: str) -> bool:
+        principal = await self.resolve_key(api_key)
+        if principal is None:
+            return False
+        await self._redis.hset(redis_keys.api_key(principal.key_id), "revoked_ms", now_ms())
+        return True
+
+    async def resolve_key(self, api_key: str) -> Principal | None:
+        parts = keys.split_key(api_key)
+        if parts is None:
+            return None
+        key_id, secret = parts
+        row = await self._redis.hgetall(redis_keys.api_key(key_id))
+        if not row or "revoked_ms" in row or not keys.secret_matches(secret, bytes.fromhex(row["secret_hash"])):
+            return None
+        project = ProjectKeys(row["project_id"]).project()
+        name, deleted = await self._redis.hmget(project, ["name", "deleted_ms"])
+        if name is None:
+            return None
+        return Principal(key_id, row["project_id"], frozenset(json.loads(row["scopes"])), deleted is not None)
+
+    async def get_config(self, project_id: str) -> PayoutConfig:
+        document = await self._redis.get(ProjectKeys(project_id).config())
+        return EMPTY_CONFIG if document is None else PayoutConfig.model_validate_json(document)
+
+    async def put_config(self, project_id: str, config: PayoutConfig) -> None:
+        await self._redis.set(ProjectKeys(project_id).config(), config.model_dump_json())
+
+    # -- affiliates ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def create_affiliate(self, project_id: str, affiliate: Affiliate):
+        k, user = ProjectKeys(project_id), user_field(affiliate.user)
+        document = _affiliate_json(affiliate)
+
+        def undo():
+            return self._scripts.hdel_if_equal(keys=[k.affiliates()], args=[user, document])
+
+        if await _applied(self._redis.hsetnx(k.affiliates(), user, document), undo) == 0:
+            yield False
+            return
+        async with _undo_on_raise(undo):
+            yield True
+
+    async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
+        document = await self._redis.hget(ProjectKeys(project_id).affiliates(), user_field(user))
+        return None if document is None else _affiliate(user, document)
+
+    # -- referral codes ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None):
+        k, created_ms = ProjectKeys(project_id), now_ms()
+        codes: list[str] = []
+        async with _undo_on_raise(lambda: self._delete_codes(k, owner, codes)):
+            while len(codes) < quantity:  # a candidate colliding with an existing code is simply drawn again
+                candidates = [generate_code() for _ in range(quantity - len(codes))]
+                codes += await self._scripts.create_codes(
+                    keys=[k.code_seq(), k.owner_codes(owner), *(k.code(c) for c in candidates)],
+                    args=[user_field(owner), created_ms, "" if max_uses is None else max_uses, *candidates],
+                )
+            yield [CodeRecord(code, owner, created_ms, max_uses, 0, []) for code in codes]
+
+    async def _delete_codes(self, k: ProjectKeys, owner: User, codes: list[str]) -> None:
+        if codes:
+            await self._scripts.delete_codes(keys=[k.owner_codes(owner), *(k.code(c) for c in codes)], args=codes)
+
+    async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
+        k = ProjectKeys(project_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zcard(k.owner_codes(owner))
+            pipe.zrevrange(k.owner_codes(owner), offset, offset + limit - 1)
+            count, codes = await pipe.execute()
+        if limit <= 0:
+            codes = []
+        return await self._read_codes(k, codes), count
+
+    async def codes_of(self, project_id: str, owners: Sequence[User]) -> dict[User, list[str]]:
+        k, unique = ProjectKeys(project_id), list(dict.fromkeys(owners))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for owner in unique:
+                pipe.zrevrange(k.owner_codes(owner), 0, -1)
+            found = await pipe.execute()
+        return {owner: codes for owner, codes in zip(unique, found, strict=True) if codes}
+
+    async def get_code(self, project_id: str, code: str) -> CodeRecord | None:
+        records = await self._read_codes(ProjectKeys(project_id), [normalize_code(code)])
+        return records[0] if records else None
+
+    async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord:
+        k, code = ProjectKeys(project_id), normalize_code(code)
+
+        async def update(pipe) -> CodeRecord:
+            record = _code_record(code, await pipe.hgetall(k.code(code)), [])
+            if record is None:
+                raise CodeNotFound("Referral code not found")
+            if max_uses is not None and max_uses < record.current_uses:
+                raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
+            pipe.multi()
+            if max_uses is None:
+                pipe.hdel(k.code(code), "max_uses")
+            else:
+                pipe.hset(k.code(code), "max_uses", max_uses)
+            pipe.hgetall(k.code(code))
+            pipe.lrange(k.code_uses(code), -USED_BY_LIMIT, -1)
+            *_, fields, uses = await pipe.execute()
+            return _code_record(code, fields, uses)
+
+        return await self._optimistic([k.code(code)], update)
+
+    @asynccontextmanager
+    async def use_code(self, project_id: str, code: str, user: User, proof: dict):
+        k, code, used_at = ProjectKeys(project_id), normalize_code(code), now_ms()
+        use_id = uuid.uuid4().hex
+        use = _json({"use_id": use_id, "user": user_field(user), "at": used_at, "proof": proof})
+
+        def undo():
+            return self._scripts.undo_use(
+                keys=[k.code(code), k.code_uses(code), k.referrals()], args=[use, user_field(user), use_id]
+            )
+
+        record = await self._apply_use(k, code, user, (use_id, use, used_at), undo)
+        event = CodeUseRecord(
+            project_id=project_id, use_id=use_id, code=code,
+            owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
+            user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
+        )  # fmt: skip
+        async with _undo_on_raise(undo):
+            yield record, event
+
+    async def _apply_use(
+        self, k: ProjectKeys, code: str, user: User, use: tuple[str, str, int], undo: Callable[[], Awaitable[Any]]
+    ) -> CodeRecord:
+        """Check the use in Python, then apply it with a script that re-checks what may have changed since."""
+        use_id, use_json, used_at = use
+        for _ in range(_ATTEMPTS):
+            record, referrer = await self._use_snapshot(k, code, user)
+            check_use(record, user, referrer, await self._chain(k, record.owner, _CHAIN_LIMIT))
+            edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": use_id})
+            applying = self._scripts.use_code(
+                keys=[k.code(code), k.code_uses(code), k.referrals()],
+                args=[user_field(user), use_json, edge, _CHAIN_LIMIT, USED_BY_LIMIT],
+            )
+            result = await _applied(applying, undo)
+            if result[0] == "used":
+                return _code_record(code, _pairs(result[1]), result[2])
+        raise StateChanging(f"referral code {code} kept changing while being used")
+
+    async def _use_snapshot(self, k: ProjectKeys, code: str, user: User) -> tuple[CodeRecord, User | None]:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(k.code(code))
+            pipe.hget(k.referrals(), user_field(user))
+            fields, edge = await pipe.execute()
+        record = _code_record(code, fields, [])
+        if record is None:
+            raise CodeNotFound("Referral code not found")
+        return record, None if edge is None else parse_user_field(json.loads(edge)["by"])
+
+    async def referral_of(self, project_id: str, user: User) -> Referral | None:
+        edge = await self._redis.hget(ProjectKeys(project_id).referrals(), user_field(user))
+        if edge is None:
+            return None
+        edge = json.loads(edge)
+        return Referral(edge["code"], parse_user_field(edge["by"]), edge["at"])
+
+    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]:
+        return await self._chain(ProjectKeys(project_id), user, depth)
+
+    async def _chain(self, k: ProjectKeys, user: User, depth: int) -> list[User]:
+        found = await self._scripts.referrer_chain(keys=[k.referrals()], args=[user_field(user), max(depth, 0)])
+        return [parse_user_field(f) for f in found]
+
+    async def _read_codes(self, k: ProjectKeys, codes: list[str]) -> list[CodeRecord]:
+        """The records of `codes` in order (codes that no longer exist are left out)."""
+        if not codes:
+            return []
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for code in codes:
+                pipe.hgetall(k.code(code))
+                pipe.lrange(k.code_uses(code), -USED_BY_LIMIT, -1)
+            found = await pipe.execute()
+        records = (_code_record(code, *found[2 * i : 2 * i + 2]) for i, code in enumerate(codes))
+        return [record for record in records if record is not None]
+
+    # -- events ----------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def ingest(
+        self,
+        project_id: str,
+        dedup_ids: list[str],
+        users_and_names: list[tuple[User, str]],
+        idempotency: tuple[str, str] | None,
+    ):
+        k, token = ProjectKeys(project_id), uuid.uuid4().hex
+        idem_key, body_hash = idempotency or ("", "")
+        dedup_keys = [k.dedup(d) for d in dedup_ids]
+        claimed: list[str] = dedup_keys  # until the claim answers, any of them may be ours
+
+        def abort():
+            return self._scripts.abort_batch(keys=[k.idempotency(idem_key), *claimed], args=[token])
+
+        claiming = self._claim_batch(k.idempotency(idem_key), dedup_keys, dedup_ids, token, idempotency)
+        claim = await _applied(claiming, abort)
+        if claim.replay is not None:
+            yield claim
+            return
+        claimed = [dedup_keys[i] for i in claim.fresh]
+        async with _undo_on_raise(abort):
+            yield claim
+        events = [users_and_names[i] for i in claim.fresh]
+        mode = "" if idempotency is None else ("drop" if claim.response is None else "store")
+        lost = await self._scripts.commit_batch(
+            keys=[k.idempotency(idem_key), *claimed, *(k.user_events(user) for user, _ in events)],
+            args=[token, len(claimed), mode, body_hash, claim.response or b"", _ms(IDEMPOTENCY_TTL_S)]
+            + [name for _, name in events],
+        )
+        if lost:
+            log.warning("ingest_claims_lapsed", project_id=project_id, lost=lost, pending_ttl_s=PENDING_TTL_S)
+
+    async def _claim_batch(
+        self, idem: str, dedup_keys: list[str], dedup_ids: list[str], token: str, idempotency: tuple[str, str] | None
+    ) -> _Claim:
+        body_hash = "" if idempotency is None else idempotency[1]
+        result = await self._scripts.claim_batch(
+            keys=[idem, *dedup_keys], args=[token, _ms(PENDING_TTL_S), "0" if idempotency is None else "1", body_hash]
+        )
+        match result[0]:
+            case "conflict":
+                raise conflict("Idempotency-Key has already been used with a different body")
+            case "replay":
+                return _Claim(replay=result[1].encode())
+            case "busy":
+                raise BatchInFlight([dedup_ids[i] for i in result[1]])
+        return _Claim(fresh=list(result[1]))
+
+    async def event_status(self, project_id: str, dedup_id: str) -> str | None:
+        status = await self._redis.get(ProjectKeys(project_id).dedup(dedup_id))
+        return status if status in ("accepted", "processed") else None
+
+    async def has_event(self, project_id: str, user: User, name: str) -> bool:
+        return await self._redis.sismember(ProjectKeys(project_id).user_events(user), name) == 1
+
+    async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None:
+        if dedup_ids:
+            k = ProjectKeys(project_id)
+            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids])
+
+    # -- claim checks ----------------------------------------------------------------------------
+
+    async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
+        k = ProjectKeys(project_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for check in checks:
+                pipe.set(k.claim_check(check.id), to_record(project_id, check).model_dump_json(), nx=True)
+            await pipe.execute()
+
+    @asynccontextmanager
+    async def update_claim_checks(
+        self, project_id: str, ids: Sequence[str], change: Callable[[ClaimCheck], ClaimCheck], owner: User | None
+    ):
+        k = ProjectKeys(project_id)
+        check_keys = [k.claim_check(check_id) for check_id in ids]
+
+        async def update(pipe) -> tuple[list[str], list[str], list[ClaimCheck]]:
+            before = await pipe.mget(check_keys)
+            changed = [change(_owned_check(raw, i, owner)) for raw, i in zip(before, ids, strict=True)]
+            after = [to_record(project_id, check).model_dump_json() for check in changed]
+            pipe.multi()
+            pipe.mset(dict(zip(check_keys, after, strict=True)))
+            await pipe.execute()
+            return before, after, changed
+
+        if not check_keys:
+            yield []
+            return
+        before, after, changed = await self._optimistic(check_keys, update)
+        swaps = [value for pair in zip(after, before, strict=True) for value in pair]
+        async with _undo_on_raise(lambda: self._scripts.restore_if_equal(keys=check_keys, args=swaps)):
+            yield changed
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    async def _optimistic(self, watched: list[str], update: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run `update(pipe)` under WATCH of `watched` (it reads, then MULTI … EXEC), again on a concurrent change."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for _ in range(_ATTEMPTS):
+                try:
+                    await pipe.watch(*watched)
+                    return await update(pipe)
+                except WatchError:
+                    continue
+        raise StateChanging(f"{watched[0]} kept changing")
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+async def open_redis_state(url: str) -> RedisStateStore:
+    # No automatic retries: a script re-sent after a lost reply could apply twice (lost replies are undone instead).
+    redis = Redis.from_url(url, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    try:
+        await redis.ping()
+    except BaseException:
+        await redis.aclose()
+        raise
+    return RedisStateStore(redis)
+
+
+def _affiliate_json(a: Affiliate) -> str:
+    return _json(
+        {"id": a.id, "name": a.name, "status": a.status, "region": a.region, "audience": a.audience,
+         "tax_status": a.tax_status, "tier": a.tier, "created_at_ms": a.created_at_ms}
+    )  # fmt: skip
+
+
+def _affiliate(user: User, document: str) -> Affiliate:
+    d = json.loads(document)
+    return Affiliate(
+        d["id"], user, d["name"], d["status"], d["region"], d["audience"], d["tax_status"], d["tier"],
+        d["created_at_ms"],
+    )  # fmt: skip
+
+
+def _code_record(code: str, fields: dict[str, str], uses: list[str]) -> CodeRecord | None:
+    if not fields:
+        return None
+    max_uses = fields.get("max_uses")
+    return CodeRecord(
+        code=code,
+        owner=parse_user_field(fields["owner"]),
+        created_at_ms=int(fields["created_ms"]),
+        max_uses=None if max_uses is None else int(max_uses),
+        current_uses=int(fields["current_uses"]),
+        used_by=sorted((_code_use(use) for use in uses), key=lambda use: use.used_at_ms),
+    )
+
+
+def _code_use(document: str) -> CodeUse:
+    use = json.loads(document)
+    user = parse_user_field(use["user"])
+    return CodeUse(user.identifier, user.identifier_type, use["at"])
+
+
+def _owned_check(raw: str | None, check_id: str, owner: User | None) -> ClaimCheck:
+    check = None if raw is None else from_record(ClaimCheckRecord.model_validate_json(raw))
+    if check is None or (owner is not None and check.user != owner):
+        raise ClaimCheckNotFound(f"claim check {check_id} not found")
+    return check

@@ -376,6 +376,8 @@ async def test_event_status_through_processed(store, pid):
     assert statuses == ["processed", "accepted", None]
     assert (await ingest(store, pid, *batch("p-1", "p-9"))).fresh == [1]
     assert await store.event_status(pid, "p-1") == "processed"
+    assert await store.processed_among(pid, ["p-1", "p-2", "p-9", "nope"]) == {"p-1"}
+    assert await store.processed_among(pid, []) == set()
 
 
 async def test_idempotent_replay_and_conflict(store, pid):

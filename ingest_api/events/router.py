@@ -53,8 +53,10 @@ async def _accept(backends, project_id, events, idempotency):
     except ApiError:
         raise
     except Exception as exc:
-        # Nothing was accepted: the claim and the publication rolled back together.
-        raise ApiError(503, "Service Unavailable: the events were not accepted, retry later") from exc
+        # Nothing was accepted: the claim and the publication rolled back together (or, in the production
+        # shape, some of the batch's ids are being accepted by another request still in flight).
+        message = "Service Unavailable: the events were not accepted, retry later"
+        raise ApiError(503, message, headers={"Retry-After": "1"}) from exc
 
 
 @router.get("/events/status")

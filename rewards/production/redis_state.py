@@ -400,6 +400,13 @@ class RedisStateStore:
             k = ProjectKeys(project_id)
             await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids])
 
+    async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
+        if not dedup_ids:
+            return set()
+        k = ProjectKeys(project_id)
+        values = await self._redis.mget([k.dedup(d) for d in dedup_ids])
+        return {d for d, value in zip(dedup_ids, values, strict=True) if value == "processed"}
+
     # -- claim checks ----------------------------------------------------------------------------
 
     async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:

@@ -3,7 +3,8 @@
 chdb opens its listener only inside a running query: `SYSTEM START LISTEN HTTP` followed by a statement
 that keeps running for as long as the server must live. That statement sleeps a quarter second per row
 of the endless system.numbers and aggregates, so it costs no CPU and produces no output. On SIGTERM or
-SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally.
+SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally
+(exit status 0).
 """
 
 import argparse
@@ -15,17 +16,25 @@ import threading
 import urllib.request
 from pathlib import Path
 
+import chdb._chdb
+
 _MARK = "rewards_devengines_keepalive"
 KEEPALIVE = (
     "SELECT count() FROM system.numbers WHERE NOT ignore(sleepEachRow(0.25)) "
     f"SETTINGS max_block_size = 1, log_comment = '{_MARK}'"
 )
-_CONFIG = "<clickhouse><listen_host>127.0.0.1</listen_host><http_port>{port}</http_port></clickhouse>\n"
+# keep_alive_timeout: once the keepalive query ends, chdb waits about 5 s for open client connections and then
+# exits forcefully (status 1). Idle keep-alive connections close after this many seconds, so a stop with
+# clients still connected (a pooled clickhouse-connect client) stays clean and takes at most ~2 s.
+_CONFIG = """<clickhouse>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>{port}</http_port>
+  <keep_alive_timeout>2</keep_alive_timeout>
+</clickhouse>
+"""
 
 
 def _serve(data: Path, outcome: dict, done: threading.Event) -> None:
-    import chdb._chdb
-
     try:
         # TabSeparated becomes the listener's default format: clickhouse-connect fails with any other.
         result = chdb._chdb.query(f"SYSTEM START LISTEN HTTP; {KEEPALIVE}", "TabSeparated", path=str(data))

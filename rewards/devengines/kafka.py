@@ -116,6 +116,8 @@ def _server_properties(work_dir: Path, port: int, controller_port: int) -> str:
         "offsets.topic.num.partitions": 1,
         "transaction.state.log.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
+        # Lets test workers (faust) ask for short sessions: they wait about half of one before the first assignment.
+        "group.min.session.timeout.ms": 1000,
         "log.dirs": work_dir / "data",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())

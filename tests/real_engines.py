@@ -17,6 +17,7 @@ answers. Where none can, the tests that need it skip with one line saying what i
 they fail instead.
 """
 
+import importlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,20 +79,22 @@ def _docker_answers() -> bool:
         return False
 
 
+def _testcontainers(module: str):
+    # Newer testcontainers keep the engines under .community and warn on the old paths.
+    try:
+        return importlib.import_module(f"testcontainers.community.{module}")
+    except ImportError:
+        return importlib.import_module(f"testcontainers.{module}")
+
+
 def _container(name: str) -> Container:
     if name == "kafka":
-        from testcontainers.kafka import KafkaContainer
-
-        kafka = KafkaContainer().with_kraft().start()
+        kafka = _testcontainers("kafka").KafkaContainer().with_kraft().start()
         return Container(kafka, kafka.get_bootstrap_server())
     if name == "redis":
-        from testcontainers.redis import RedisContainer
-
-        redis = RedisContainer("redis:7").start()
+        redis = _testcontainers("redis").RedisContainer("redis:7").start()
         return Container(redis, f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0")
-    from testcontainers.clickhouse import ClickHouseContainer
-
-    clickhouse = ClickHouseContainer().start()
+    clickhouse = _testcontainers("clickhouse").ClickHouseContainer().start()
     host, port = clickhouse.get_container_host_ip(), clickhouse.get_exposed_port(8123)
     return Container(clickhouse, f"http://{clickhouse.username}:{clickhouse.password}@{host}:{port}")
 
@@ -101,7 +104,7 @@ def _own_engine(name: str, work_dir: Path) -> Iterator:
     try:
         engine = _LOCAL[name](work_dir).start()
     except EngineUnavailable as error:
-        reason = str(error).splitlines()[0]
+        reason = str(error).splitlines()[0].removeprefix(f"{name}: ")
     else:
         yield engine
         engine.stop()

@@ -2,7 +2,7 @@
 
 chdb opens its listener only inside a running query: `SYSTEM START LISTEN HTTP` followed by a statement
 that keeps running for as long as the server must live. That statement sleeps a quarter second per row
-of the endless system.numbers and aggregates, so it costs no CPU and produces no output. On SIGTERM or
+of the endless system.numbers and aggregates, so it costs next to no CPU and produces no output. On SIGTERM or
 SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally
 (exit status 0).
 """
@@ -68,7 +68,8 @@ def run(port: int, data: Path) -> int:
             done.wait(30)
     if stop.is_set():
         return 0
-    print(f"clickhouse server: the listener ended by itself: {outcome.get('error')}", file=sys.stderr)
+    reason = outcome.get("error") or "see chdb's message above"
+    print(f"clickhouse server: the listener ended by itself: {reason}", file=sys.stderr)
     return 1
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from rewards.devengines.process import Engine, EngineFailed, EngineUnavailable, file_lock, free_port, log, port_open
 
 KAFKA_VERSION = "4.1.1"
-# Kafka 4's POM leaves the slf4j → log4j2 bridge out: without it the broker logs nothing at all.
+# Kafka 4's POM leaves the slf4j → log4j2 bridge out: without it slf4j falls back to a no-op logger.
 _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.rewards</groupId><artifactId>kafka-runtime</artifactId><version>1</version>

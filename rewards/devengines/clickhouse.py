@@ -14,7 +14,7 @@ def clickhouse_engine(work_dir: Path) -> Engine:
     work_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     command = [sys.executable, "-m", "rewards.devengines.clickhouse_server", "--port", str(port)]
-    command += ["--data", str(work_dir / "data")]
+    command += ["--data", str(work_dir / "data"), "--work", str(work_dir / "server")]
     url = f"http://127.0.0.1:{port}"
     return Engine("clickhouse", "CLICKHOUSE_URL", url, command, work_dir, lambda: _pings(url))
 

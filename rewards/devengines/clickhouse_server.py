@@ -51,21 +51,21 @@ def _cancel_keepalive(port: int) -> None:
     urllib.request.urlopen(request, timeout=10).read()
 
 
-def run(port: int, data: Path) -> int:
+def run(port: int, data: Path, work: Path) -> int:
     data.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     stop, done, outcome = threading.Event(), threading.Event(), {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
-        # The listener reads config.xml from the working directory.
-        Path(work, "config.xml").write_text(_CONFIG.format(port=port))
-        os.chdir(work)
-        threading.Thread(target=_serve, args=(data.resolve(), outcome, done), daemon=True).start()
-        while not done.is_set() and not stop.wait(0.2):
-            pass
-        if not done.is_set():
-            _cancel_keepalive(port)
-            done.wait(30)
+    # The listener reads config.xml from the working directory.
+    (work / "config.xml").write_text(_CONFIG.format(port=port))
+    os.chdir(work)
+    threading.Thread(target=_serve, args=(data, outcome, done), daemon=True).start()
+    while not done.is_set() and not stop.wait(0.2):
+        pass
+    if not done.is_set():
+        _cancel_keepalive(port)
+        done.wait(30)
     if stop.is_set():
         return 0
     reason = outcome.get("error") or "see chdb's message above"
@@ -77,8 +77,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m rewards.devengines.clickhouse_server")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--work", type=Path, help="for config.xml (default: a temporary directory)")
     args = parser.parse_args(argv)
-    return run(args.port, args.data)
+    if args.work:
+        return run(args.port, args.data.resolve(), args.work.resolve())
+    with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
+        return run(args.port, args.data.resolve(), Path(work))
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ async def test_a_stopped_broker_fails_sends_within_a_bound_and_works_again_after
     started = time.monotonic()
     with pytest.raises(KafkaError):
         await asyncio.wait_for(plain.send_and_wait(topic, b"lost"), 20)
-    assert time.monotonic() - started < 10  # aiokafka gives up after request_timeout_ms
+    assert time.monotonic() - started < 10  # a non-idempotent producer gives up after request_timeout_ms
     # A transaction it retries for ever (even its abort waits for the broker): the caller's deadline bounds it.
     await producer.begin_transaction()
     with pytest.raises(TimeoutError):

@@ -2,8 +2,9 @@
 
 chdb opens its listener only inside a running query: `SYSTEM START LISTEN HTTP` followed by a statement
 that keeps running for as long as the server must live. That statement sleeps a quarter second per row
-of the endless system.numbers and aggregates, so it costs no CPU and produces no output. On SIGTERM or
-SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally.
+of the endless system.numbers and aggregates, so it costs next to no CPU and produces no output. On SIGTERM or
+SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally
+(exit status 0).
 """
 
 import argparse
@@ -15,17 +16,25 @@ import threading
 import urllib.request
 from pathlib import Path
 
+import chdb._chdb
+
 _MARK = "rewards_devengines_keepalive"
 KEEPALIVE = (
     "SELECT count() FROM system.numbers WHERE NOT ignore(sleepEachRow(0.25)) "
     f"SETTINGS max_block_size = 1, log_comment = '{_MARK}'"
 )
-_CONFIG = "<clickhouse><listen_host>127.0.0.1</listen_host><http_port>{port}</http_port></clickhouse>\n"
+# keep_alive_timeout: once the keepalive query ends, chdb waits about 5 s for open client connections and then
+# exits forcefully (status 1). Idle keep-alive connections close after this many seconds, so a stop with
+# clients still connected (a pooled clickhouse-connect client) stays clean and takes at most ~2 s.
+_CONFIG = """<clickhouse>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>{port}</http_port>
+  <keep_alive_timeout>2</keep_alive_timeout>
+</clickhouse>
+"""
 
 
 def _serve(data: Path, outcome: dict, done: threading.Event) -> None:
-    import chdb._chdb
-
     try:
         # TabSeparated becomes the listener's default format: clickhouse-connect fails with any other.
         result = chdb._chdb.query(f"SYSTEM START LISTEN HTTP; {KEEPALIVE}", "TabSeparated", path=str(data))
@@ -42,24 +51,25 @@ def _cancel_keepalive(port: int) -> None:
     urllib.request.urlopen(request, timeout=10).read()
 
 
-def run(port: int, data: Path) -> int:
+def run(port: int, data: Path, work: Path) -> int:
     data.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     stop, done, outcome = threading.Event(), threading.Event(), {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
-        # The listener reads config.xml from the working directory.
-        Path(work, "config.xml").write_text(_CONFIG.format(port=port))
-        os.chdir(work)
-        threading.Thread(target=_serve, args=(data.resolve(), outcome, done), daemon=True).start()
-        while not done.is_set() and not stop.wait(0.2):
-            pass
-        if not done.is_set():
-            _cancel_keepalive(port)
-            done.wait(30)
+    # The listener reads config.xml from the working directory.
+    (work / "config.xml").write_text(_CONFIG.format(port=port))
+    os.chdir(work)
+    threading.Thread(target=_serve, args=(data, outcome, done), daemon=True).start()
+    while not done.is_set() and not stop.wait(0.2):
+        pass
+    if not done.is_set():
+        _cancel_keepalive(port)
+        done.wait(30)
     if stop.is_set():
         return 0
-    print(f"clickhouse server: the listener ended by itself: {outcome.get('error')}", file=sys.stderr)
+    reason = outcome.get("error") or "see chdb's message above"
+    print(f"clickhouse server: the listener ended by itself: {reason}", file=sys.stderr)
     return 1
 
 
@@ -67,8 +77,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m rewards.devengines.clickhouse_server")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--work", type=Path, help="for config.xml (default: a temporary directory)")
     args = parser.parse_args(argv)
-    return run(args.port, args.data)
+    if args.work:
+        return run(args.port, args.data.resolve(), args.work.resolve())
+    with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
+        return run(args.port, args.data.resolve(), Path(work))
 
 
 if __name__ == "__main__":

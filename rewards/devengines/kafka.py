@@ -18,7 +18,7 @@ from pathlib import Path
 from rewards.devengines.process import Engine, EngineFailed, EngineUnavailable, file_lock, free_port, log, port_open
 
 KAFKA_VERSION = "4.1.1"
-# Kafka 4's POM leaves the slf4j → log4j2 bridge out: without it the broker logs nothing at all.
+# Kafka 4's POM leaves the slf4j → log4j2 bridge out: without it slf4j falls back to a no-op logger.
 _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.rewards</groupId><artifactId>kafka-runtime</artifactId><version>1</version>
@@ -116,6 +116,8 @@ def _server_properties(work_dir: Path, port: int, controller_port: int) -> str:
         "offsets.topic.num.partitions": 1,
         "transaction.state.log.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
+        # Lets test workers (faust) ask for short sessions: they wait about half of one before the first assignment.
+        "group.min.session.timeout.ms": 1000,
         "log.dirs": work_dir / "data",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())

@@ -73,6 +73,7 @@ class Engine:
         self._start_timeout = start_timeout
         self._grace = grace
         self._process: subprocess.Popen | None = None
+        self.exit_code: int | None = None  # of the last run, once stopped: 0 when the engine shut down cleanly
 
     @property
     def env_line(self) -> str:
@@ -105,6 +106,7 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self._kill_group(process)
         process.stdin.close()
+        self.exit_code = process.returncode
 
     def kill(self) -> None:
         """SIGKILL the whole process group, as a crash would."""
@@ -113,6 +115,7 @@ class Engine:
         if process is not None:
             self._kill_group(process)
             process.stdin.close()
+            self.exit_code = process.returncode
 
     def restart(self) -> "Engine":
         self.stop()

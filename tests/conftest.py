@@ -1,6 +1,8 @@
 import pytest
 
-from tests.harness import Admin, Api, Server
+from tests.harness import Admin, Api, ProductionServer, Server
+
+pytest_plugins = ["tests.real_engines"]
 
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each.
@@ -10,6 +12,14 @@ SHAPES = ["embedded"]
 @pytest.fixture(scope="session")
 def embedded_server(tmp_path_factory):
     server = Server(tmp_path_factory.mktemp("serve") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def production_server(kafka_url, redis_url, clickhouse_url):
+    engines = {"KAFKA_BOOTSTRAP_SERVERS": kafka_url, "REDIS_URL": redis_url, "CLICKHOUSE_URL": clickhouse_url}
+    server = ProductionServer(engines).start()
     yield server
     server.stop()
 

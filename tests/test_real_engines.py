@@ -18,7 +18,6 @@ from rewards.devengines import clickhouse, start_clickhouse
 from schemas.clickhouse import INSERT_SETTINGS, statements
 
 # The real-engine fixtures (kafka_url, kafka_broker, redis_url, clickhouse_url), without touching conftest.py.
-pytest_plugins = ["tests.real_engines"]
 
 
 def unique(prefix: str) -> str:

@@ -12,7 +12,7 @@ a context manager of the same kind: the caller publishes inside the block.
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from rewards.domain.claim_checks import ClaimCheck
@@ -52,11 +52,14 @@ class Referral:
     referred_at_ms: int
 
 
-class IngestClaim(Protocol):
-    replay: bytes | None  # the stored response of an earlier request with this Idempotency-Key
-    fresh: list[int]  # indexes of the batch's events whose dedup ids were new
+@dataclass
+class IngestClaim:
+    replay: bytes | None = None  # the stored response of an earlier request with this Idempotency-Key
+    fresh: list[int] = field(default_factory=list)  # indexes of the batch's events whose dedup ids were new
+    response: bytes | None = None  # what to store for the Idempotency-Key, set by the caller
 
-    def respond(self, body: bytes) -> None: ...
+    def respond(self, body: bytes) -> None:
+        self.response = body
 
 
 class StateStore(Protocol):

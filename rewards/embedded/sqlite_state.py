@@ -5,7 +5,6 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 from rewards import keys
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
@@ -16,20 +15,10 @@ from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesB
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
 from rewards.errors import conflict
-from rewards.ports import Affiliate, Principal, Referral
+from rewards.ports import Affiliate, IngestClaim, Principal, Referral
 from schemas.records import ClaimCheckRecord, CodeUseRecord
 
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
-
-
-@dataclass
-class _Claim:
-    replay: bytes | None = None
-    fresh: list[int] = field(default_factory=list)
-    response: bytes | None = None
-
-    def respond(self, body: bytes) -> None:
-        self.response = body
 
 
 class SqliteStateStore:
@@ -304,7 +293,7 @@ class SqliteStateStore:
         users_and_names: list[tuple[User, str]],
         idempotency: tuple[str, str] | None,
     ):
-        claim = _Claim()
+        claim = IngestClaim()
         async with self._db.transaction():
             if idempotency is not None:
                 claim.replay = await self._db.run(lambda c: self._idempotent_replay(c, project_id, *idempotency))

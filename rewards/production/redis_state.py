@@ -26,7 +26,6 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -45,7 +44,7 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
 from rewards.domain.timestamps import now_ms
 from rewards.errors import conflict
-from rewards.ports import Affiliate, Principal, Referral
+from rewards.ports import Affiliate, IngestClaim, Principal, Referral
 from rewards.production import redis_keys
 from rewards.production.redis_keys import ProjectKeys, parse_user_field, user_field
 from rewards.production.redis_scripts import Scripts
@@ -72,16 +71,6 @@ class BatchInFlight(Exception):
 
 class StateChanging(Exception):
     """An optimistic update kept meeting concurrent changes and gave up."""
-
-
-@dataclass
-class _Claim:
-    replay: bytes | None = None
-    fresh: list[int] = field(default_factory=list)
-    response: bytes | None = None
-
-    def respond(self, body: bytes) -> None:
-        self.response = body
 
 
 @asynccontextmanager
@@ -374,7 +363,7 @@ class RedisStateStore:
 
     async def _claim_batch(
         self, idem: str, dedup_keys: list[str], dedup_ids: list[str], token: str, idempotency: tuple[str, str] | None
-    ) -> _Claim:
+    ) -> IngestClaim:
         body_hash = "" if idempotency is None else idempotency[1]
         result = await self._scripts.claim_batch(
             keys=[idem, *dedup_keys], args=[token, _ms(PENDING_TTL_S), "0" if idempotency is None else "1", body_hash]
@@ -383,10 +372,10 @@ class RedisStateStore:
             case "conflict":
                 raise conflict("Idempotency-Key has already been used with a different body")
             case "replay":
-                return _Claim(replay=result[1].encode())
+                return IngestClaim(replay=result[1].encode())
             case "busy":
                 raise BatchInFlight([dedup_ids[i] for i in result[1]])
-        return _Claim(fresh=list(result[1]))
+        return IngestClaim(fresh=list(result[1]))
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         status = await self._redis.get(ProjectKeys(project_id).dedup(dedup_id))

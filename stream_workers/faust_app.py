@@ -2,9 +2,11 @@
 
 Exactly-once effect, from at-least-once delivery:
 
-- Only committed records are read (isolation level read_committed, checked at the first batch): a
-  batch whose publish was aborted, or whose producer died mid-transaction, is never seen.
-- Messages are taken in batches and, per partition, cut into deliveries. Before a delivery starting at
+- Only committed records are read: faust sets read_committed only with its exactly_once guarantee, so
+  our consumer thread sets it, and the first batch checks it on aiokafka's fetcher (the worker crashes
+  otherwise). A batch whose publish was aborted, or whose producer died mid-transaction, is never seen.
+- Up to `worker_batch_size` messages are taken at a time (waiting `worker_batch_wait_s` at most) and,
+  per partition, cut into deliveries of at most `worker_batch_size` records. Before a delivery starting at
   offset `first` is written, its last offset is recorded as a plan (`stream_workers.plans`); a delivery
   read again after a crash (written, offsets not yet committed) follows the recorded plan, so it has
   the same records and the same token `{topic}:{partition}:{first}-{last}`, and ClickHouse's
@@ -17,9 +19,11 @@ Exactly-once effect, from at-least-once delivery:
   A failed delivery is retried, with backoff and a log line, never skipped; a crash at any point
   leaves it uncommitted, to be read again (at least once) and written once (the token).
 
-Faust keeps no state of its own here (no tables, no leader topic, round-robin assignment), and the
-processor is the embedded default's (`stream_workers.processor.process_delivery`). Worker processes
-share the partitions as one consumer group.
+Faust keeps no state of its own here (no tables, no leader topic, round-robin assignment, a throwaway
+data directory), and the processor is the embedded default's (`stream_workers.processor.process_delivery`).
+Worker processes share the partitions as one consumer group; a rebalance seeks every partition back to
+its committed offset, and anything not committed is read again and follows its plans. A new worker
+gets its partitions in about a second; a dead one's move after `session_timeout_s`.
 """
 
 import asyncio

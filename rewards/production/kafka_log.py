@@ -1,0 +1,182 @@
+"""The event log on Apache Kafka: one transaction per publish, from a pool of transactional producers.
+
+`publish` writes ONE message (all of a batch's records, keyed by project so a project stays in order
+on one partition) inside ONE Kafka transaction and returns only once the transaction is committed.
+The workers read with isolation level read_committed, so a batch is seen whole or not at all: a
+publish that fails is aborted (or, if the producer is lost, never committed and aborted by the broker
+after `TRANSACTION_TIMEOUT_MS`) and raises, and the caller's state-store block then undoes its claims
+(the HTTP layer answers 503). A publish whose commit reached the broker but whose answer did not
+raises too; the client's retry then publishes the records again, and the workers drop the repeat
+(`StateStore.processed_among`).
+
+An aiokafka producer runs one transaction at a time, so each process keeps `pool_size` of them, each
+with its own transactional id, and a publish borrows one from a queue. Every wait is bounded: a dead
+broker makes `publish` raise within `PUBLISH_TIMEOUT_S` instead of hanging. A producer whose state is
+unknown after a failure (its abort failed or timed out) is replaced by a new one under the same
+transactional id, started on its next use: the new producer's initialisation fences the old one and
+aborts whatever transaction it left open.
+"""
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+from collections.abc import Sequence
+
+import structlog
+
+from rewards.ports import Record
+from schemas.records import dump_records
+from schemas.topics import EVENTS_TOPIC, partition_key
+
+log = structlog.get_logger(__name__)
+
+PUBLISH_TIMEOUT_S = 4.0  # the whole publish: borrow a producer, begin, send, commit
+ABORT_TIMEOUT_S = 1.0
+STOP_TIMEOUT_S = 2.0
+REQUEST_TIMEOUT_MS = 3000
+TRANSACTION_TIMEOUT_MS = 10_000  # how long a lost producer's open transaction holds back read_committed readers
+MAX_REQUEST_BYTES = 8 * 1024 * 1024  # a 2 MB request body grows a little as records; gzip shrinks it ~5-10x
+
+
+_instances = itertools.count()
+
+
+class PublishFailed(Exception):
+    """The records were not published (or it is unknown whether they were)."""
+
+
+class _Slot:
+    """One transactional id and the producer currently serving it (None: to be started on next use)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str):
+        self.bootstrap = bootstrap
+        self.transactional_id = transactional_id
+        self.producer = None
+
+    async def ready(self):
+        if self.producer is None:
+            self.producer = await _start_producer(self.bootstrap, self.transactional_id)
+        return self.producer
+
+    def discard(self) -> None:
+        producer, self.producer = self.producer, None
+        if producer is not None:
+            _background(_stop(producer))
+
+
+class KafkaEventLog:
+    def __init__(self, slots: list[_Slot]):
+        self._slots = slots
+        self._idle: asyncio.Queue[_Slot] = asyncio.Queue()
+        for slot in slots:
+            self._idle.put_nowait(slot)
+
+    @classmethod
+    async def start(cls, bootstrap: str, pool_size: int) -> "KafkaEventLog":
+        # Unique among live producers: a second producer with the same id would fence the first.
+        prefix = f"rewards-ingest-{socket.gethostname()}-{os.getpid()}-{next(_instances)}"
+        event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)])
+        # Start them all now: a broker that is unreachable at start-up fails the process at once.
+        results = await asyncio.gather(*(slot.ready() for slot in event_log._slots), return_exceptions=True)
+        errors = [result for result in results if isinstance(result, BaseException)]
+        if errors:
+            await event_log.close()
+            raise errors[0]
+        return event_log
+
+    async def publish(self, project_id: str, records: Sequence[Record]) -> None:
+        payload = dump_records(list(records))
+        deadline = asyncio.get_running_loop().time() + PUBLISH_TIMEOUT_S
+        try:
+            async with asyncio.timeout_at(deadline):
+                slot = await self._idle.get()
+        except TimeoutError as exc:
+            raise PublishFailed(f"no Kafka producer free within {PUBLISH_TIMEOUT_S} s") from exc
+        try:
+            await _publish(slot, partition_key(project_id), payload, deadline)
+        finally:
+            self._idle.put_nowait(slot)
+
+    async def close(self) -> None:
+        producers = [slot.producer for slot in self._slots if slot.producer is not None]
+        for slot in self._slots:
+            slot.producer = None
+        await asyncio.gather(*(_stop(producer) for producer in producers), *_stopping)
+
+
+async def _publish(slot: _Slot, key: bytes, payload: bytes, deadline: float) -> None:
+    producer = None
+    try:
+        async with asyncio.timeout_at(deadline):
+            producer = await slot.ready()
+            await producer.begin_transaction()
+            try:
+                await producer.send_and_wait(EVENTS_TOPIC, payload, key=key)
+            except Exception:  # not on a timeout: the time is up, the producer is replaced instead
+                await _abort(slot, producer)
+                raise
+            await producer.commit_transaction()
+    except Exception as exc:
+        if producer is not None and slot.producer is producer and not _ready_for_next(producer):
+            slot.discard()
+        log.warning("kafka publish failed", transactional_id=slot.transactional_id, error=repr(exc))
+        raise PublishFailed(f"publishing to Kafka failed: {exc!r}") from exc
+    except asyncio.CancelledError:
+        # Cancelled mid-transaction (e.g. the request was dropped): its state is unknown.
+        slot.discard()
+        raise
+
+
+async def _abort(slot: _Slot, producer) -> None:
+    try:
+        async with asyncio.timeout(ABORT_TIMEOUT_S):
+            await producer.abort_transaction()
+    except Exception:
+        slot.discard()
+
+
+def _ready_for_next(producer) -> bool:
+    # A producer is fit for another transaction only in the READY state (no transaction open or ending).
+    from aiokafka.producer.transaction_manager import TransactionState
+
+    manager = producer._txn_manager
+    return manager is not None and manager.state == TransactionState.READY
+
+
+async def _start_producer(bootstrap: str, transactional_id: str):
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        acks="all",
+        compression_type="gzip",
+        max_request_size=MAX_REQUEST_BYTES,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+    )
+    try:
+        async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+            await producer.start()
+    except BaseException:
+        await _stop(producer)
+        raise
+    return producer
+
+
+async def _stop(producer) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            await producer.stop()
+
+
+_stopping: set[asyncio.Task] = set()
+
+
+def _background(coroutine) -> None:
+    task = asyncio.create_task(coroutine)
+    _stopping.add(task)  # keep a reference until it ends
+    task.add_done_callback(_stopping.discard)

@@ -1,0 +1,292 @@
+"""The production shape's stream workers: a faust app writing `rewards.events` into ClickHouse.
+
+Exactly-once effect, from at-least-once delivery:
+
+- Only committed records are read: faust sets read_committed only with its exactly_once guarantee, so
+  our consumer thread sets it, and the first batch checks it on aiokafka's fetcher (the worker crashes
+  otherwise). A batch whose publish was aborted, or whose producer died mid-transaction, is never seen.
+- Up to `worker_batch_size` messages are taken at a time (waiting `worker_batch_wait_s` at most) and,
+  per partition, cut into deliveries of at most `worker_batch_size` records. Before a delivery starting at
+  offset `first` is written, its last offset is recorded as a plan (`stream_workers.plans`); a delivery
+  read again after a crash (written, offsets not yet committed) follows the recorded plan, so it has
+  the same records and the same token `{topic}:{partition}:{first}-{last}`, and ClickHouse's
+  `insert_deduplication_token` drops the repeated inserts. The processor then marks its conversions
+  processed, so a record published twice (in two deliveries) is written once too.
+- The partition's offset is committed (`last + 1`) right after its delivery is written, so a worker
+  taking over always starts where a plan starts. Faust's own ack-based commits are off for the topic:
+  on a transactional topic they count the offsets of commit markers twice and can commit an offset
+  inside a delivery, whose rest would then be written again under another token.
+  A failed delivery is retried, with backoff and a log line, never skipped; a crash at any point
+  leaves it uncommitted, to be read again (at least once) and written once (the token).
+
+Faust keeps no state of its own here (no tables, no leader topic, round-robin assignment, a throwaway
+data directory), and the processor is the embedded default's (`stream_workers.processor.process_delivery`).
+Worker processes share the partitions as one consumer group; a rebalance seeks every partition back to
+its committed offset, and anything not committed is read again and follows its plans. A new worker
+gets its partitions in about a second; a dead one's move after `session_timeout_s`.
+"""
+
+import asyncio
+import itertools
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import faust
+import structlog
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rewards.ports import StateStore, Warehouse
+from rewards.settings import Settings
+from schemas.topics import EVENTS_TOPIC
+from stream_workers.batches import Batch, Message, Planner
+from stream_workers.plans import PlanStore, RedisPlans, SqlitePlans
+from stream_workers.processor import process_delivery
+from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS
+
+log = structlog.get_logger(__name__)
+
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 10.0
+
+
+class WorkerOptions(BaseSettings):
+    """The faust workers' own knobs (prefix REWARDS_WORKER_); batch size and wait are in `Settings`."""
+
+    model_config = SettingsConfigDict(env_prefix="REWARDS_WORKER_")
+
+    # sqlite: the embedded state store of REWARDS_DATA_DIR, shared by path (one machine: tests, trials)
+    state: Literal["redis", "sqlite"] = "redis"
+    group_id: str = "rewards-workers"
+    # A dead worker's partitions move after this; Kafka's default floor (group.min.session.timeout.ms) is 6 s.
+    session_timeout_s: float = 10.0
+    # Static membership (e.g. the pod name): a restarted worker takes its partitions back without a rebalance.
+    instance_id: str | None = None
+
+
+@dataclass
+class Resources:
+    state: StateStore
+    warehouse: Warehouse
+    plans: PlanStore
+
+    async def close(self) -> None:
+        for resource in (self.plans, self.warehouse, self.state):
+            try:
+                await resource.close()
+            except Exception:
+                log.exception("closing failed", resource=type(resource).__name__)
+
+
+async def open_resources(settings: Settings, options: WorkerOptions) -> Resources:
+    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+
+    warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url)
+    try:
+        state, plans = await _open_state(settings, options)
+    except BaseException:
+        await warehouse.close()
+        raise
+    return Resources(state, warehouse, plans)
+
+
+async def _open_state(settings: Settings, options: WorkerOptions) -> tuple[StateStore, PlanStore]:
+    if options.state == "sqlite":
+        from rewards.backends import open_embedded_state
+
+        return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
+    from rewards.production.redis_state import open_redis_state
+
+    return await open_redis_state(settings.redis_url), RedisPlans.from_url(settings.redis_url)
+
+
+# -- read_committed ------------------------------------------------------------------------------------
+
+
+class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport):
+        consumer = super()._create_worker_consumer(transport)
+        # faust asks for read_committed only under processing_guarantee="exactly_once", which also moves
+        # offset commits into producer transactions; we want read_committed with plain commits.
+        consumer._isolation_level = "read_committed"
+        return consumer
+
+
+class _Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self):
+        return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _Transport(faust_aiokafka.Transport):
+    Consumer = _Consumer
+
+
+class WorkersApp(faust.App):
+    def _new_transport(self):
+        return _Transport(self.conf.broker_consumer, self)
+
+
+def isolation_level(app: faust.App) -> str:
+    """The isolation level the running Kafka consumer fetches with (read from aiokafka's fetcher)."""
+    from aiokafka.consumer.fetcher import READ_COMMITTED
+
+    fetcher = app.consumer._thread._consumer._fetcher
+    return "read_committed" if fetcher._isolation_level == READ_COMMITTED else "read_uncommitted"
+
+
+# -- the app -------------------------------------------------------------------------------------------
+
+
+def faust_settings(bootstrap: str, options: WorkerOptions) -> dict:
+    session = options.session_timeout_s
+    return {
+        "broker": [f"kafka://{server.strip()}" for server in bootstrap.split(",")],
+        "store": "memory://",
+        "autodiscover": False,
+        "web_enabled": False,
+        "topic_disable_leader": True,
+        "table_standby_replicas": 0,  # with no tables: plain round-robin assignment
+        "consumer_auto_offset_reset": "earliest",
+        "consumer_group_instance_id": options.instance_id,
+        "broker_session_timeout": session,
+        "broker_heartbeat_interval": max(session / 5, 0.5),
+        "broker_rebalance_timeout": session,
+        "broker_request_timeout": max(session, 30.0),
+        # Nothing is ever acked (the pipeline commits): never wait for acks at a rebalance or a stop.
+        "stream_wait_empty": False,
+    }
+
+
+def build_app(
+    settings: Settings,
+    options: WorkerOptions,
+    opener: Callable[[], Awaitable[Resources]] | None = None,
+    datadir: str | None = None,
+) -> faust.App:
+    conf = faust_settings(settings.kafka_bootstrap_servers, options)
+    app = WorkersApp(options.group_id, **conf, **({"datadir": datadir} if datadir else {}))
+    # acks=False: faust never commits this topic's offsets; the pipeline commits them at delivery boundaries.
+    topic = app.topic(
+        EVENTS_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw", acks=False
+    )
+    opener = opener or (lambda: open_resources(settings, options))
+
+    @app.agent(topic)
+    async def write_events(stream):
+        resources = await retrying("opening the state store and warehouse", opener)
+        pipeline = Pipeline(app, resources, Planner(resources.plans, settings.worker_batch_size))
+        try:
+            async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
+                await pipeline.write(events)
+        finally:
+            await resources.close()
+
+    return app
+
+
+class Pipeline:
+    def __init__(self, app: faust.App, resources: Resources, planner: Planner):
+        self._app = app
+        self._resources = resources
+        self._planner = planner
+        self._checked = False
+
+    async def write(self, events) -> None:
+        if not self._checked:
+            await self._check_read_committed()
+        self._planner.add(_message(event) for event in events)
+        while True:
+            self._planner.keep_only(self._assigned())
+            batch = await retrying("planning a delivery", self._planner.next_batch)
+            if batch is None:
+                return
+            if await self._write(batch):
+                self._planner.done(batch)
+                await self._commit(batch)
+            else:
+                self._planner.forget(batch.tp)
+
+    async def _write(self, batch: Batch) -> bool:
+        """Write one delivery, retrying until it is written (True) or its partition has moved away (False)."""
+
+        async def write():
+            with LATENCY.time():
+                return await process_delivery(batch.delivery, self._resources.state, self._resources.warehouse)
+
+        try:
+            payouts = await retrying(
+                "writing a delivery",
+                write,
+                still_wanted=lambda: batch.tp in self._assigned(),
+                token=batch.delivery.token,
+            )
+        except Abandoned:
+            log.warning("partition moved to another worker; delivery left to it", token=batch.delivery.token)
+            return False
+        PAYOUTS.inc(payouts)
+        DELIVERIES.inc()
+        return True
+
+    async def _commit(self, batch: Batch) -> None:
+        # Only ever a delivery's end: a worker taking over reads from there, where a plan starts.
+        # (faust's own ack-based commits can land inside a delivery on a transactional topic.)
+        offsets = {TP(*batch.tp): batch.last_offset + 1}
+        try:
+            if not await self._app.consumer._commit(offsets):
+                log.info("offsets not committed (partition moved); the new holder reads them again", offsets=offsets)
+        except Exception:
+            log.exception("committing offsets failed; the delivery will be read again", token=batch.delivery.token)
+
+    def _assigned(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self._app.consumer.assignment()}
+
+    async def _check_read_committed(self) -> None:
+        level = isolation_level(self._app)
+        if level != "read_committed":
+            await self._app.crash(RuntimeError(f"the Kafka consumer reads {level}; aborted batches would be written"))
+            raise asyncio.CancelledError
+        log.info("consumer isolation level verified", isolation_level=level)
+        self._checked = True
+
+
+def _message(event) -> Message:
+    message = event.message
+    return Message(message.topic, message.partition, message.offset, message.value)
+
+
+class Abandoned(Exception):
+    """The work is no longer this worker's."""
+
+
+async def retrying(what: str, action, still_wanted: Callable[[], bool] = lambda: True, **context):
+    delay = RETRY_FIRST_S
+    for attempt in itertools.count(1):
+        try:
+            return await action()
+        except Exception:
+            FAILURES.inc()
+            log.exception(f"{what} failed; retrying", attempt=attempt, retry_in_s=delay, **context)
+        if not still_wanted():
+            raise Abandoned(what)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX_S)
+
+
+def run_workers() -> None:
+    """`rewards workers`: run until SIGTERM/SIGINT, then commit what was written and leave the group."""
+    from rewards.logging import configure_logging
+
+    settings, options = Settings(), WorkerOptions()
+    if not settings.kafka_bootstrap_servers or not settings.clickhouse_url:
+        raise SystemExit("the workers need KAFKA_BOOTSTRAP_SERVERS and CLICKHOUSE_URL in the environment")
+    if options.state == "redis" and not settings.redis_url:
+        raise SystemExit("the workers need REDIS_URL (or REWARDS_WORKER_STATE=sqlite) in the environment")
+    configure_logging(settings.log_level, settings.log_format)
+    # faust wants a data directory even without tables; nothing in it outlives the process.
+    with tempfile.TemporaryDirectory(prefix="rewards-workers-") as datadir:
+        app = build_app(settings, options, datadir=datadir)
+        worker = faust.Worker(app, loglevel=settings.log_level.upper(), override_logging=False, quiet=True)
+        worker.execute_from_commandline()

@@ -1,0 +1,286 @@
+"""The faust workers (`rewards workers`, real processes) on real engines: Apache Kafka, a ClickHouse server,
+and the embedded SQLite state store, shared by path between the test and the workers."""
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.partitioner import DefaultPartitioner
+
+from ingest_api.events.service import accept_events
+from rewards.backends import open_embedded_state
+from rewards.devengines import start_clickhouse, start_kafka
+from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+from rewards.production.kafka_log import KafkaEventLog, PublishFailed
+from rewards.production.migrate import create_topic
+from schemas.events import ValidEvent
+from schemas.records import dump_records, load_records
+from schemas.topics import EVENTS_TOPIC, partition_key
+from tests.kafka_helpers import (
+    PARTITIONS,
+    POINTS_PER_EVENT,
+    WorkerProcess,
+    conversions,
+    end_offsets,
+    engine,
+    eventually,
+    payout_config,
+    read_since,
+    totals,
+)
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    return engine("kafka", "KAFKA_BOOTSTRAP_SERVERS", start_kafka, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def clickhouse(tmp_path_factory):
+    return engine("clickhouse", "CLICKHOUSE_URL", start_clickhouse, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+async def warehouse(clickhouse):
+    warehouse = await ClickHouseWarehouse.connect(clickhouse.url)
+    await warehouse.migrate()
+    yield warehouse
+    await warehouse.close()
+
+
+@pytest.fixture(scope="module")
+async def event_log(kafka):
+    await create_topic(kafka.url, PARTITIONS, 1)
+    event_log = await KafkaEventLog.start(kafka.url, 4)
+    yield event_log
+    await event_log.close()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """The state store (and the workers' plans) every worker of this module shares, as SQLite files."""
+    return tmp_path_factory.mktemp("worker-state")
+
+
+@pytest.fixture(scope="module")
+def group_id() -> str:
+    # One group for the module: each worker started continues from the offsets the previous ones committed.
+    return f"rewards-workers-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def state(data_dir):
+    state = open_embedded_state(data_dir)
+    yield state
+    await state.close()
+
+
+@pytest.fixture
+async def project(state) -> str:
+    project_id = await state.create_project("kafka")
+    await state.put_config(project_id, payout_config())
+    return project_id
+
+
+@pytest.fixture
+def start_worker(kafka, clickhouse, data_dir, group_id, warehouse, event_log):
+    workers = []
+    engines = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka.url,
+        "CLICKHOUSE_URL": clickhouse.url,
+        "REWARDS_WORKER_GROUP_ID": group_id,
+    }
+
+    def start(name: str = "worker") -> WorkerProcess:
+        workers.append(WorkerProcess(data_dir, engines, name).start())
+        return workers[-1]
+
+    yield start
+    for worker in workers:
+        if not worker.killed:
+            assert worker.stop() == 0, worker.log()[-3000:]
+
+
+async def test_aborted_transactions_are_never_written(kafka, event_log, warehouse, project, start_worker, monkeypatch):
+    before = await end_offsets(kafka.url)
+    await _publish_and_abort_by_hand(kafka.url, project)
+    one_producer = await KafkaEventLog.start(kafka.url, 1)
+    try:
+        await _publish_failing_after_the_send(one_producer, project, monkeypatch)
+        await one_producer.publish(project, conversions(project, "committed", 5))  # the same producer, usable again
+    finally:
+        await one_producer.close()
+
+    # The aborted records are in the log: a read_uncommitted reader would write them.
+    seen = await read_since(kafka.url, before, "read_uncommitted")
+    assert {load_records(m.value)[0].batch_id for m in seen if m.key == partition_key(project)} == {
+        "aborted-by-hand",
+        "failed-publish",
+        "committed",
+    }
+
+    worker = start_worker()
+    assert await eventually(lambda: _expect_totals(warehouse, project, 5)) == (5, 5 * POINTS_PER_EVENT)
+    worker.wait_for_log('"isolation_level": "read_committed"')
+    batch_ids = await warehouse.query(
+        "SELECT DISTINCT batch_id FROM conversions WHERE project_id = {p:String}", {"p": project}
+    )
+    assert [row["batch_id"] for row in batch_ids] == ["committed"]
+
+
+async def _publish_and_abort_by_hand(bootstrap: str, project: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"test-abort-{uuid.uuid4().hex}")
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        records = dump_records(conversions(project, "aborted-by-hand", 5))
+        await producer.send_and_wait(EVENTS_TOPIC, records, key=partition_key(project))
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+
+
+async def _publish_failing_after_the_send(event_log: KafkaEventLog, project: str, monkeypatch) -> None:
+    (slot,) = event_log._slots
+    send = slot.producer.send_and_wait
+
+    async def send_then_fail(*args, **kwargs):
+        await send(*args, **kwargs)
+        raise RuntimeError("failure after the send, inside the transaction")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(slot.producer, "send_and_wait", send_then_fail)
+        with pytest.raises(PublishFailed):
+            await event_log.publish(project, conversions(project, "failed-publish", 5))
+
+
+async def _expect_totals(warehouse, project: str, events: int) -> tuple[int, int]:
+    found = await totals(warehouse, project)
+    assert found == (events, events * POINTS_PER_EVENT)
+    return found
+
+
+async def test_two_workers_share_the_partitions_and_write_each_event_once(
+    event_log, warehouse, state, project, start_worker
+):
+    workers = [start_worker("a"), start_worker("b")]
+    events = [_event(f"e2e-{i}", i) for i in range(400)]
+    batches = [events[i : i + 40] for i in range(0, len(events), 40)]
+    for batch in batches:
+        assert await accept_events(state, event_log, project, batch) == (len(batch), None)
+
+    await eventually(lambda: _expect_totals(warehouse, project, len(events)))
+
+    async def shared():
+        a, b = (worker.assigned_partitions() for worker in workers)
+        assert a and b and not a & b and a | b == set(range(PARTITIONS))
+
+    await eventually(shared, timeout_s=20)
+    statuses = {await state.event_status(project, e.dedup_id) for e in events}
+    assert statuses == {"processed"}
+    assert await accept_events(state, event_log, project, batches[0]) == (0, None)  # known: not published again
+
+
+def _event(dedup_id: str, n: int) -> ValidEvent:
+    return ValidEvent("purchase", dedup_id, f"0x{n:040x}", "evm_address", None, {}, {})
+
+
+async def test_sigkill_mid_stream_then_restart_writes_every_event_exactly_once(
+    kafka, event_log, warehouse, project, group_id, start_worker
+):
+    """SIGKILL while a delivery is written to ClickHouse but its offsets are not committed, in the middle
+    of 100 batches of 100 events. The records go straight to the log, without the state store's claims:
+    nothing marks them known before the worker does, so exactness rests on the tokens and plans alone."""
+    worker = start_worker("killed")
+    worker.wait_for_log("Worker ready")
+    publishing = asyncio.create_task(_publish_batches(event_log, project, batches=100, size=100))
+    await eventually(lambda: _written_at_least(warehouse, project, 1000), every_s=0.05)
+    probe = CommitProbe(kafka.url, group_id, project)
+    async with Stopped(worker.process.pid) as frozen:
+        deadline = time.monotonic() + 20
+        while not await probe.written_beyond_commit(warehouse):
+            assert time.monotonic() < deadline, "never caught the worker between a write and its commit"
+            await frozen.thaw_briefly()
+        worker.kill()
+    written_at_kill = (await totals(warehouse, project))[0]
+    print(f"killed after {probe.probes} probes, {written_at_kill} events written")
+    await probe.close()
+    await publishing
+
+    restarted = start_worker("restarted")
+    await eventually(lambda: _expect_totals(warehouse, project, 10_000), timeout_s=40)
+    assert written_at_kill < 10_000
+    restarted.wait_for_log("following the recorded plan")  # the uncommitted delivery, read again under its plan
+
+
+async def _publish_batches(event_log, project: str, batches: int, size: int) -> None:
+    for b in range(batches):
+        await event_log.publish(project, conversions(project, f"crash-{b}", size))
+
+
+async def _written_at_least(warehouse, project: str, count: int) -> None:
+    assert (await totals(warehouse, project))[0] >= count
+
+
+class Stopped:
+    """A process frozen with SIGSTOP (the state checks on it cannot race it), thawed at exit if still alive."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    async def __aenter__(self) -> "Stopped":
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    async def thaw_briefly(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+        await asyncio.sleep(0.01)
+        os.kill(self.pid, signal.SIGSTOP)
+        await asyncio.sleep(0.005)  # let the stop land before looking
+
+    async def __aexit__(self, *exc) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+
+
+class CommitProbe:
+    """Whether the warehouse holds rows of messages past the group's committed offset (written, not committed)."""
+
+    def __init__(self, bootstrap: str, group_id: str, project: str):
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.project = project
+        partition = DefaultPartitioner()(partition_key(project), list(range(PARTITIONS)), list(range(PARTITIONS)))
+        self.tp = TopicPartition(EVENTS_TOPIC, partition)
+        self.records_at: dict[int, int] = {}  # offset -> this project's records in the message
+        self.admin = None
+        self.probes = 0
+
+    async def written_beyond_commit(self, warehouse) -> bool:
+        self.probes += 1
+        if self.admin is None:
+            self.admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await self.admin.start()
+        committed = await self.admin.list_consumer_group_offsets(self.group_id, partitions=[self.tp])
+        offset = max(committed[self.tp].offset, 0) if self.tp in committed else 0
+        await self._index_until(offset)
+        committed_rows = sum(count for at, count in self.records_at.items() if at < offset)
+        return (await totals(warehouse, self.project))[0] > committed_rows
+
+    async def _index_until(self, offset: int) -> None:
+        start = max(self.records_at, default=-1) + 1
+        if start >= offset:
+            return
+        for message in await read_since(self.bootstrap, {self.tp: start}, "read_committed", until={self.tp: offset}):
+            records = load_records(message.value)
+            self.records_at[message.offset] = sum(r.project_id == self.project for r in records)
+
+    async def close(self) -> None:
+        if self.admin is not None:
+            await self.admin.close()

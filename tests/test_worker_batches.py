@@ -1,0 +1,94 @@
+"""Deliveries cut from a partition's messages, and the plans that keep their boundaries across crashes."""
+
+import uuid
+
+import pytest
+
+from rewards.devengines import start_redis
+from schemas.records import dump_records
+from stream_workers.batches import Message, Planner
+from stream_workers.plans import RedisPlans, SqlitePlans
+from tests.kafka_helpers import conversions, engine
+
+TOPIC = "rewards.events"
+
+
+def messages(partition: int, offsets: list[int], records_each: int = 10) -> list[Message]:
+    # Offsets step by two, as on a transactional topic: each message is followed by its commit marker.
+    return [
+        Message(TOPIC, partition, offset, dump_records(conversions("p", f"b{offset}", records_each)))
+        for offset in offsets
+    ]
+
+
+@pytest.fixture
+async def plans(tmp_path):
+    plans = SqlitePlans(tmp_path / "plans.sqlite3")
+    yield plans
+    await plans.close()
+
+
+async def drain(planner: Planner) -> list[str]:
+    tokens = []
+    while (batch := await planner.next_batch()) is not None:
+        tokens.append(batch.delivery.token)
+        planner.done(batch)
+    return tokens
+
+
+async def test_new_deliveries_hold_at_most_max_records_and_at_least_one_message(plans):
+    planner = Planner(plans, max_records=25)
+    planner.add(messages(0, [0, 2, 4, 6, 8]))
+    planner.add(messages(1, [0], records_each=40))
+    assert await drain(planner) == [f"{TOPIC}:0:0-2", f"{TOPIC}:0:4-6", f"{TOPIC}:0:8-8", f"{TOPIC}:1:0-0"]
+
+
+async def test_a_delivery_read_again_follows_its_recorded_plan(plans):
+    first = Planner(plans, max_records=100)
+    first.add(messages(0, [0, 2, 4, 6]))
+    batch = await first.next_batch()
+    assert (batch.delivery.token, len(batch.delivery.records)) == (f"{TOPIC}:0:0-6", 40)
+    # The worker dies after writing, before committing. Its successor reads the same messages in other batches:
+    second = Planner(plans, max_records=100)
+    second.add(messages(0, [0, 2]))
+    assert await second.next_batch() is None  # waits for the rest of the recorded delivery
+    second.add(messages(0, [4, 6, 8]))
+    batch = await second.next_batch()
+    assert (batch.delivery.token, len(batch.delivery.records)) == (f"{TOPIC}:0:0-6", 40)
+    second.done(batch)
+    assert [b.delivery.token for b in [await second.next_batch()]] == [f"{TOPIC}:0:8-8"]
+
+
+async def test_a_partition_read_again_from_an_earlier_offset_starts_over(plans):
+    planner = Planner(plans, max_records=20)
+    planner.add(messages(0, [0, 2, 4]))
+    planner.add(messages(0, [2, 4]))  # a rebalance rewound the partition to its committed offset
+    assert await drain(planner) == [f"{TOPIC}:0:2-4"]
+
+
+async def test_partitions_moved_away_are_forgotten(plans):
+    planner = Planner(plans, max_records=20)
+    planner.add(messages(0, [0]) + messages(1, [0]))
+    planner.keep_only({(TOPIC, 1)})
+    assert await drain(planner) == [f"{TOPIC}:1:0-0"]
+
+
+async def test_sqlite_plans_keep_the_first_end_recorded(tmp_path):
+    plans, again = SqlitePlans(tmp_path / "p.sqlite3"), SqlitePlans(tmp_path / "p.sqlite3")
+    try:
+        assert await plans.claim("t:0:10", 20) == (20, True)
+        assert await again.claim("t:0:10", 14) == (20, False)  # another process sharing the file
+    finally:
+        await plans.close()
+        await again.close()
+
+
+async def test_redis_plans_keep_the_first_end_recorded(tmp_path_factory):
+    redis = engine("redis", "REDIS_URL", start_redis, tmp_path_factory)
+    plans = RedisPlans.from_url(redis.url)
+    try:
+        key = f"t:0:{uuid.uuid4().hex}"
+        assert await plans.claim(key, 20) == (20, True)
+        assert await plans.claim(key, 14) == (20, False)
+    finally:
+        await plans.close()

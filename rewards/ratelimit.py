@@ -27,11 +27,13 @@ class RateLimited(Exception):
 
 
 class RateLimiter:
-    def __init__(self, overrides: dict[str, str] | None = None, storage_uri: str = "async+memory://"):
+    def __init__(
+        self, overrides: dict[str, str] | None = None, storage_uri: str = "async+memory://", **storage_options
+    ):
         self._items: dict[str, RateLimitItem] = {
             op: parse(spec) for op, spec in {**DEFAULT_LIMITS, **(overrides or {})}.items()
         }
-        self._limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
+        self._limiter = MovingWindowRateLimiter(storage_from_string(storage_uri, **storage_options))
 
     async def hit(self, operation: str, key_id: str) -> dict[str, str]:
         """Count one call; return the headers to send, or raise RateLimited."""

@@ -6,7 +6,7 @@ pytest_plugins = ["tests.real_engines"]
 
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each.
-SHAPES = ["embedded"]
+SHAPES = ["embedded", "production"]
 
 
 @pytest.fixture(scope="session")

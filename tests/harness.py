@@ -64,12 +64,16 @@ class ProductionServer:
     def start(self) -> "ProductionServer":
         migrate = [sys.executable, "-m", "rewards", "migrate"]
         subprocess.run(migrate, env=self.env, check=True, stdout=subprocess.DEVNULL)
-        for name in ("ingest", "query"):
-            command = [sys.executable, "-m", "rewards", f"{name}-api", "--port", str(self.ports[name])]
-            self.processes[name] = subprocess.Popen(command, env=self.env)
-        self.start_workers()
-        for name in ("ingest", "query"):
-            wait_healthy(self.urls[name], list(self.processes.values()))
+        try:
+            for name in ("ingest", "query"):
+                command = [sys.executable, "-m", "rewards", f"{name}-api", "--port", str(self.ports[name])]
+                self.processes[name] = subprocess.Popen(command, env=self.env)
+            self.start_workers()
+            for name in ("ingest", "query"):
+                wait_healthy(self.urls[name], list(self.processes.values()))
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def start_workers(self) -> subprocess.Popen:

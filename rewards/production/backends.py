@@ -21,5 +21,8 @@ async def open_production(settings: Settings, *, publishes: bool, reads_warehous
     if publishes:
         log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)
     warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url) if reads_warehouse else None
-    limiter = RateLimiter(settings.rate_limits, storage_uri=limits_storage_uri(settings.redis_url))
+    # redis-py, the client the state store uses too (limits defaults to coredis for async Redis).
+    limiter = RateLimiter(
+        settings.rate_limits, storage_uri=limits_storage_uri(settings.redis_url), implementation="redispy"
+    )
     return Backends(settings=settings, state=state, log=log, source=None, warehouse=warehouse, limiter=limiter)

@@ -28,7 +28,9 @@ gets its partitions in about a second; a dead one's move after `session_timeout_
 
 import asyncio
 import itertools
+import os
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -65,6 +67,8 @@ class WorkerOptions(BaseSettings):
     session_timeout_s: float = 10.0
     # Static membership (e.g. the pod name): a restarted worker takes its partitions back without a rebalance.
     instance_id: str | None = None
+    # After SIGTERM/SIGINT the process exits within this, even if stopping hangs (it does with the broker gone).
+    stop_timeout_s: float = 15.0
 
 
 @dataclass
@@ -288,5 +292,24 @@ def run_workers() -> None:
     # faust wants a data directory even without tables; nothing in it outlives the process.
     with tempfile.TemporaryDirectory(prefix="rewards-workers-") as datadir:
         app = build_app(settings, options, datadir=datadir)
-        worker = faust.Worker(app, loglevel=settings.log_level.upper(), override_logging=False, quiet=True)
+        worker = _Worker(app, loglevel=settings.log_level.upper(), override_logging=False, quiet=True)
+        worker.stop_timeout_s = options.stop_timeout_s
         worker.execute_from_commandline()
+
+
+class _Worker(faust.Worker):
+    stop_timeout_s = 15.0
+
+    def _schedule_shutdown(self, signal) -> None:
+        # With the broker gone, aiokafka's consumer fails to stop and faust waits for it forever. Nothing is
+        # lost by leaving anyway: whatever was not committed is read again.
+        if not self._signal_stop_time:
+            timer = threading.Timer(self.stop_timeout_s, _exit_now, (self.stop_timeout_s,))
+            timer.daemon = True
+            timer.start()
+        super()._schedule_shutdown(signal)
+
+
+def _exit_now(timeout_s: float) -> None:
+    log.error("stopping took too long; exiting now (uncommitted deliveries will be read again)", timeout_s=timeout_s)
+    os._exit(1)

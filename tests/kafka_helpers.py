@@ -99,7 +99,6 @@ class WorkerProcess:
         }
         self.cwd = data_dir
         self.process: subprocess.Popen | None = None
-        self.killed = False
 
     def start(self) -> "WorkerProcess":
         with open(self.log_path, "ab") as log:
@@ -126,18 +125,23 @@ class WorkerProcess:
             time.sleep(0.1)
 
     def kill(self) -> None:
-        self.killed = True
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
     def stop(self) -> int:
+        self.terminate()
+        return self.wait()
+
+    def terminate(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def wait(self) -> int:
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         return self.process.returncode
 
 

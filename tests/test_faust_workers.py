@@ -97,14 +97,17 @@ def start_worker(kafka, clickhouse, data_dir, group_id, warehouse, event_log):
         "REWARDS_WORKER_GROUP_ID": group_id,
     }
 
-    def start(name: str = "worker") -> WorkerProcess:
-        workers.append(WorkerProcess(data_dir, engines, name).start())
+    def start(name: str = "worker", **env: str) -> WorkerProcess:
+        workers.append(WorkerProcess(data_dir, {**engines, **env}, name).start())
         return workers[-1]
 
     yield start
-    for worker in workers:
-        if not worker.killed:
-            assert worker.stop() == 0, worker.log()[-3000:]
+    # Those still running stop cleanly on SIGTERM (all are stopped before any is checked).
+    running = [worker for worker in workers if worker.process.poll() is None]
+    for worker in running:
+        worker.terminate()
+    for worker in running:
+        assert worker.wait() == 0, worker.log()[-3000:]
 
 
 async def test_aborted_transactions_are_never_written(kafka, event_log, warehouse, project, start_worker, monkeypatch):
@@ -284,3 +287,36 @@ class CommitProbe:
     async def close(self) -> None:
         if self.admin is not None:
             await self.admin.close()
+
+
+async def test_a_broker_outage_fails_publishes_fast_and_workers_still_stop(kafka, event_log, project, start_worker):
+    if kafka.engine is None:
+        pytest.skip("the broker comes from KAFKA_BOOTSTRAP_SERVERS: it cannot be stopped here")
+    worker = start_worker("outage", REWARDS_WORKER_STOP_TIMEOUT_S="3")
+    worker.wait_for_log("Worker ready")
+    await event_log.publish(project, conversions(project, "before", 1))
+    await asyncio.to_thread(kafka.engine.stop)
+    try:
+        publishing, starting, stopping = await asyncio.gather(
+            _outcome(event_log.publish(project, conversions(project, "down", 1))),
+            _outcome(KafkaEventLog.start(kafka.url, 2)),
+            _outcome(asyncio.to_thread(worker.stop)),
+        )
+    finally:
+        await asyncio.to_thread(kafka.engine.start)
+    assert isinstance(publishing[0], PublishFailed) and publishing[1] < 5  # PUBLISH_TIMEOUT_S
+    assert isinstance(starting[0], Exception) and starting[1] < 5
+    # aiokafka's consumer cannot stop without its broker: the worker leaves after its stop timeout.
+    assert stopping[0] is not None and stopping[1] < 6
+    for attempt in range(4):  # every producer of the pool in turn: one replaced, the others reconnected
+        await event_log.publish(project, conversions(project, f"after-{attempt}", 1))
+
+
+async def _outcome(awaitable) -> tuple[object, float]:
+    """What `awaitable` returned or raised, and how long it took."""
+    started = time.monotonic()
+    try:
+        result = await awaitable
+    except Exception as exc:
+        result = exc
+    return result, time.monotonic() - started

@@ -69,6 +69,8 @@ class WorkerOptions(BaseSettings):
     instance_id: str | None = None
     # After SIGTERM/SIGINT the process exits within this, even if stopping hangs (it does with the broker gone).
     stop_timeout_s: float = 15.0
+    # Prometheus metrics (deliveries, payouts, failures, delivery time) on http://0.0.0.0:PORT/metrics; 0: off.
+    metrics_port: int = 0
 
 
 @dataclass
@@ -289,6 +291,10 @@ def run_workers() -> None:
     if options.state == "redis" and not settings.redis_url:
         raise SystemExit("the workers need REDIS_URL (or REWARDS_WORKER_STATE=sqlite) in the environment")
     configure_logging(settings.log_level, settings.log_format)
+    if options.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(options.metrics_port)
     # faust wants a data directory even without tables; nothing in it outlives the process.
     with tempfile.TemporaryDirectory(prefix="rewards-workers-") as datadir:
         app = build_app(settings, options, datadir=datadir)

@@ -55,9 +55,10 @@ class ProductionServer:
     shape = "production"
 
     def __init__(self, engine_env: dict[str, str], env: dict[str, str] | None = None):
-        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **engine_env, **(env or {})}
-        self.ports = {"ingest": free_port(), "query": free_port()}
-        self.urls = {name: f"http://127.0.0.1:{port}" for name, port in self.ports.items()}
+        self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
+        metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **metrics, **engine_env, **(env or {})}
+        self.urls = {name: f"http://127.0.0.1:{self.ports[name]}" for name in ("ingest", "query")}
         self.url = self.urls["ingest"]
         self.processes: dict[str, subprocess.Popen] = {}
 

@@ -1,10 +1,13 @@
-"""Faults of the production shape, against real Kafka, Redis and ClickHouse and real separate processes."""
+"""The production shape's own behaviour (faults, shared limits, worker metrics), against real Kafka, Redis
+and ClickHouse and real separate processes."""
 
+import re
 import signal
 import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from tests.conftest import SERVICE, event, evm
@@ -84,3 +87,13 @@ def test_two_ingest_processes_share_one_rate_limit(api, production_server):
         assert statuses[-1].headers["Retry-After"]
     finally:
         stop_processes([second])
+
+
+def test_workers_serve_prometheus_metrics(api, production_server):
+    api.put("/projects/config", json=CONFIG)
+    api.post("/events/batch", json={"events": [event("metrics-1")]})
+    api.wait_processed("metrics-1", timeout_s=60)
+    port = production_server.ports["worker_metrics"]
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    delivered = re.search(r"^rewards_worker_deliveries_total (\S+)$", metrics, re.MULTILINE)
+    assert delivered is not None and float(delivered.group(1)) >= 1

@@ -18,8 +18,8 @@ class Backends:
     limiter: RateLimiter
 
     async def close(self) -> None:
-        close_log = getattr(self.log, "close", None)
-        if close_log is not None and self.log is not self.source:
+        close_log = getattr(self.log, "close", None)  # the embedded outbox closes with the state store
+        if close_log is not None:
             await close_log()
         if self.warehouse is not None:
             await self.warehouse.close()

@@ -58,13 +58,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: ApiError):
         return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status, headers=exc.headers)
 
-    @app.exception_handler(ReferralError)
-    async def referral_error(request: Request, exc: ReferralError):
+    async def domain_error(request: Request, exc: ReferralError | ClaimCheckError):
         return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
 
-    @app.exception_handler(ClaimCheckError)
-    async def claim_check_error(request: Request, exc: ClaimCheckError):
-        return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
+    for domain_exception in (ReferralError, ClaimCheckError):  # domain errors carry their HTTP status
+        app.add_exception_handler(domain_exception, domain_error)
 
     @app.exception_handler(RateLimited)
     async def rate_limited(request: Request, exc: RateLimited):

@@ -11,10 +11,9 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards.backends import Backends
-from rewards.domain.claim_checks import ClaimCheckError
+from rewards.domain.errors import DomainError
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
-from rewards.domain.referrals import ReferralError
 from rewards.errors import ApiError, bad_request, error_body, validation_messages
 from rewards.keys import SCOPES
 from rewards.middleware import BodyLimitMiddleware, StateHeadersMiddleware
@@ -58,11 +57,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: ApiError):
         return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status, headers=exc.headers)
 
-    async def domain_error(request: Request, exc: ReferralError | ClaimCheckError):
+    @app.exception_handler(DomainError)
+    async def domain_error(request: Request, exc: DomainError):
         return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
-
-    for domain_exception in (ReferralError, ClaimCheckError):  # domain errors carry their HTTP status
-        app.add_exception_handler(domain_exception, domain_error)
 
     @app.exception_handler(RateLimited)
     async def rate_limited(request: Request, exc: RateLimited):

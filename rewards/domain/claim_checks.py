@@ -7,18 +7,17 @@ One check per on-chain payout: `open` while it accrues (owed, not yet submitted 
 import hashlib
 from dataclasses import dataclass, replace
 
+from rewards.domain.errors import DomainError
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import Payout, User
 from rewards.domain.timestamps import format_timestamp
 from schemas.records import ClaimCheckRecord
 
 OPEN, CLOSED, CLAIMED = "open", "closed", "claimed"
-STATUSES = (OPEN, CLOSED, CLAIMED)
-REASONS = ("affiliate_payout", "end_user_payout")
 
 
-class ClaimCheckError(Exception):
-    status = 400
+class ClaimCheckError(DomainError):
+    pass
 
 
 class ClaimCheckNotFound(ClaimCheckError):

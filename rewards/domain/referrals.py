@@ -3,11 +3,12 @@
 from dataclasses import dataclass, field
 
 from rewards.domain.codes import is_available, remaining_uses
+from rewards.domain.errors import DomainError
 from rewards.domain.payouts import User
 
 
-class ReferralError(Exception):
-    status = 400
+class ReferralError(DomainError):
+    pass
 
 
 class CodeNotFound(ReferralError):

@@ -54,7 +54,8 @@ class ProductionServer:
 
     shape = "production"
 
-    def __init__(self, engine_env: dict[str, str], env: dict[str, str] | None = None):
+    def __init__(self, engine_env: dict[str, str], env: dict[str, str] | None = None, ingest_processes: int = 1):
+        self.ingest_processes = ingest_processes
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
         metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
         self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **metrics, **engine_env, **(env or {})}
@@ -68,6 +69,8 @@ class ProductionServer:
         try:
             for name in ("ingest", "query"):
                 command = [sys.executable, "-m", "rewards", f"{name}-api", "--port", str(self.ports[name])]
+                if name == "ingest":
+                    command += ["--processes", str(self.ingest_processes)]
                 self.processes[name] = subprocess.Popen(command, env=self.env)
             self.start_workers()
             for name in ("ingest", "query"):

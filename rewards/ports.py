@@ -76,6 +76,8 @@ class StateStore(Protocol):
     # affiliates
     def create_affiliate(self, project_id: str, affiliate: Affiliate) -> AbstractAsyncContextManager[bool]: ...
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None: ...
+    async def affiliates_among(self, project_id: str, users: Sequence[User]) -> dict[User, Affiliate]:
+        """The affiliates among `users`, in one round trip (users who are not affiliates are left out)."""
 
     # referral codes and the referral graph
     def create_codes(
@@ -93,7 +95,9 @@ class StateStore(Protocol):
         self, project_id: str, code: str, user: User, proof: dict
     ) -> AbstractAsyncContextManager[tuple[CodeRecord, CodeUseRecord]]: ...
     async def referral_of(self, project_id: str, user: User) -> Referral | None: ...
-    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]: ...
+    async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
+        """Each user's referrers, nearest first, up to `depth` (stopping at the top or at a cycle), in one
+        round trip; a user nobody referred gets []."""
 
     # events
     def ingest(

@@ -160,6 +160,8 @@ async def test_affiliates(store, pid):
         assert created is False
     assert await store.get_affiliate(pid, user(1)) == first
     assert await store.get_affiliate(pid, user(2)) is None
+    assert await store.affiliates_among(pid, [user(2), user(1), user(1)]) == {user(1): first}
+    assert await store.affiliates_among(pid, []) == {}
 
 
 async def test_affiliate_undone_when_block_raises(store, pid):
@@ -320,21 +322,28 @@ async def refer(store, pid, referrer: User, referred: User) -> None:
         pass
 
 
+async def chain(store, pid, of: User, depth: int) -> list[User]:
+    return (await store.referrer_chains(pid, [of], depth))[of]
+
+
 async def test_referrer_chain(store, pid):
     for n in range(1, 6):  # 1 referred 2, 2 referred 3, … 5 referred 6
         await refer(store, pid, user(n), user(n + 1))
-    assert await store.referrer_chain(pid, user(6), 4) == [user(5), user(4), user(3), user(2)]
-    assert await store.referrer_chain(pid, user(6), 10) == [user(n) for n in range(5, 0, -1)]
-    assert await store.referrer_chain(pid, user(3), 4) == [user(2), user(1)]
-    assert await store.referrer_chain(pid, user(6), 0) == []
-    assert await store.referrer_chain(pid, user(1), 4) == []
-    assert await store.referrer_chain(pid, user(99), 4) == []
+    assert await chain(store, pid, user(6), 4) == [user(5), user(4), user(3), user(2)]
+    assert await chain(store, pid, user(6), 10) == [user(n) for n in range(5, 0, -1)]
+    assert await chain(store, pid, user(3), 4) == [user(2), user(1)]
+    assert await chain(store, pid, user(6), 0) == []
+    assert await chain(store, pid, user(1), 4) == []
+    assert await chain(store, pid, user(99), 4) == []
+    many = await store.referrer_chains(pid, [user(6), user(3), user(99), user(3)], 2)
+    assert many == {user(6): [user(5), user(4)], user(3): [user(2), user(1)], user(99): []}
+    assert await store.referrer_chains(pid, [], 4) == {}
     [top_code] = await create_codes(store, pid, user(6))
     with pytest.raises(InvalidReferral, match="cycle"):  # 1 is 5 levels above 6
         async with store.use_code(pid, top_code, user(1), {}):
             pass
     await refer(store, pid, user(6), user(7))  # a new user below stays allowed
-    assert (await store.referrer_chain(pid, user(7), 2)) == [user(6), user(5)]
+    assert await chain(store, pid, user(7), 2) == [user(6), user(5)]
 
 
 # -- events ------------------------------------------------------------------------------------------
@@ -551,17 +560,17 @@ async def test_concurrent_ingest_accepts_each_id_once(redis_store, rpid):
 
 async def test_use_code_rechecks_what_changed_after_its_check(redis_store, rpid, monkeypatch):
     [of_one], [of_two] = await create_codes(redis_store, rpid, user(1)), await create_codes(redis_store, rpid, user(2))
-    read_chain, raced = redis_store._chain, []
+    read_chains, raced = redis_store.referrer_chains, []
 
-    async def chain_then_race(k, start, depth):
-        chain = await read_chain(k, start, depth)
+    async def chains_then_race(project_id, users, depth):
+        chains = await read_chains(project_id, users, depth)
         if not raced:  # between the check and the write, 1 becomes referred by 2
             raced.append(True)
             async with redis_store.use_code(rpid, of_two, user(1), {}):
                 pass
-        return chain
+        return chains
 
-    monkeypatch.setattr(redis_store, "_chain", chain_then_race)
+    monkeypatch.setattr(redis_store, "referrer_chains", chains_then_race)
     with pytest.raises(InvalidReferral, match="cycle"):
         async with redis_store.use_code(rpid, of_one, user(2), {}):
             pass

@@ -118,18 +118,21 @@ class SqliteStateStore:
             yield cursor.rowcount == 1
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
-        row = await self._db.run(
-            lambda c: c.execute(
-                "SELECT * FROM affiliates WHERE project_id = ? AND user_type = ? AND user_id = ?",
-                (project_id, user.identifier_type, user.identifier),
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        return Affiliate(
-            row["id"], user, row["name"], row["status"], row["region"], row["audience"], row["tax_status"],
-            row["tier"], row["created_ms"],
-        )  # fmt: skip
+        return (await self.affiliates_among(project_id, [user])).get(user)
+
+    async def affiliates_among(self, project_id: str, users: Sequence[User]) -> dict[User, Affiliate]:
+        def read(c: sqlite3.Connection) -> dict[User, Affiliate]:
+            found = {}
+            for user in users:
+                row = c.execute(
+                    "SELECT * FROM affiliates WHERE project_id = ? AND user_type = ? AND user_id = ?",
+                    (project_id, user.identifier_type, user.identifier),
+                ).fetchone()
+                if row is not None:
+                    found[user] = _affiliate(user, row)
+            return found
+
+        return await self._db.run(read)
 
     # -- referral codes ------------------------------------------------------------------------
 
@@ -246,8 +249,8 @@ class SqliteStateStore:
             return None
         return Referral(row["code"], User(row["referrer_id"], row["referrer_type"]), row["referred_ms"])
 
-    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]:
-        return await self._db.run(lambda c: self._chain(c, project_id, user, depth))
+    async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
+        return await self._db.run(lambda c: {user: self._chain(c, project_id, user, depth) for user in users})
 
     def _referrer(self, c: sqlite3.Connection, project_id: str, user: User) -> User | None:
         row = c.execute(
@@ -421,3 +424,10 @@ class SqliteStateStore:
 
     async def close(self) -> None:
         await self._db.close()
+
+
+def _affiliate(user: User, row: sqlite3.Row) -> Affiliate:
+    return Affiliate(
+        row["id"], user, row["name"], row["status"], row["region"], row["audience"], row["tax_status"], row["tier"],
+        row["created_ms"],
+    )  # fmt: skip

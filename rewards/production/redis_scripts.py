@@ -61,12 +61,15 @@ end
 return 1
 """
 
-# KEYS: referrals; ARGV: user, depth.
-REFERRER_CHAIN = (
+# KEYS: referrals; ARGV: depth, then the users. Returns one chain per user.
+REFERRER_CHAINS = (
     _CHAIN
     + """
-local found = chain(KEYS[1], ARGV[1], tonumber(ARGV[2]))
-return found
+local chains, depth = {}, tonumber(ARGV[1])
+for i = 2, #ARGV do
+  chains[#chains + 1] = chain(KEYS[1], ARGV[i], depth)
+end
+return chains
 """
 )
 
@@ -184,7 +187,7 @@ class Scripts:
     hdel_if_equal: AsyncScript
     create_codes: AsyncScript
     delete_codes: AsyncScript
-    referrer_chain: AsyncScript
+    referrer_chains: AsyncScript
     use_code: AsyncScript
     undo_use: AsyncScript
     claim_batch: AsyncScript
@@ -200,7 +203,7 @@ class Scripts:
             "hdel_if_equal": HDEL_IF_EQUAL,
             "create_codes": CREATE_CODES,
             "delete_codes": DELETE_CODES,
-            "referrer_chain": REFERRER_CHAIN,
+            "referrer_chains": REFERRER_CHAINS,
             "use_code": USE_CODE,
             "undo_use": UNDO_USE,
             "claim_batch": CLAIM_BATCH,

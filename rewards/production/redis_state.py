@@ -186,8 +186,14 @@ class RedisStateStore:
             yield True
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
-        document = await self._redis.hget(ProjectKeys(project_id).affiliates(), user_field(user))
-        return None if document is None else _affiliate(user, document)
+        return (await self.affiliates_among(project_id, [user])).get(user)
+
+    async def affiliates_among(self, project_id: str, users: Sequence[User]) -> dict[User, Affiliate]:
+        users = list(dict.fromkeys(users))
+        if not users:
+            return {}
+        documents = await self._redis.hmget(ProjectKeys(project_id).affiliates(), [user_field(u) for u in users])
+        return {u: _affiliate(u, d) for u, d in zip(users, documents, strict=True) if d is not None}
 
     # -- referral codes ------------------------------------------------------------------------
 
@@ -278,7 +284,8 @@ class RedisStateStore:
         use_id, use_json, used_at = use
         for _ in range(_ATTEMPTS):
             record, referrer = await self._use_snapshot(k, code, user)
-            check_use(record, user, referrer, await self._chain(k, record.owner, _CHAIN_LIMIT))
+            chains = await self.referrer_chains(k.project_id, [record.owner], _CHAIN_LIMIT)
+            check_use(record, user, referrer, chains[record.owner])
             edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": use_id})
             applying = self._scripts.use_code(
                 keys=[k.code(code), k.code_uses(code), k.referrals()],
@@ -306,12 +313,13 @@ class RedisStateStore:
         edge = json.loads(edge)
         return Referral(edge["code"], parse_user_field(edge["by"]), edge["at"])
 
-    async def referrer_chain(self, project_id: str, user: User, depth: int) -> list[User]:
-        return await self._chain(ProjectKeys(project_id), user, depth)
-
-    async def _chain(self, k: ProjectKeys, user: User, depth: int) -> list[User]:
-        found = await self._scripts.referrer_chain(keys=[k.referrals()], args=[user_field(user), max(depth, 0)])
-        return [parse_user_field(f) for f in found]
+    async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
+        users = list(dict.fromkeys(users))
+        if not users:
+            return {}
+        args = [max(depth, 0), *(user_field(user) for user in users)]
+        found = await self._scripts.referrer_chains(keys=[ProjectKeys(project_id).referrals()], args=args)
+        return {user: [parse_user_field(f) for f in chain] for user, chain in zip(users, found, strict=True)}
 
     async def _read_codes(self, k: ProjectKeys, codes: list[str]) -> list[CodeRecord]:
         """The records of `codes` in order (codes that no longer exist are left out)."""

@@ -151,14 +151,14 @@ async def _publish_and_abort_by_hand(bootstrap: str, project: str) -> None:
 
 async def _publish_failing_after_the_send(event_log: KafkaEventLog, project: str, monkeypatch) -> None:
     (slot,) = event_log._slots
-    send = slot.producer.send_and_wait
+    send = slot.producer.send
 
     async def send_then_fail(*args, **kwargs):
-        await send(*args, **kwargs)
+        await (await send(*args, **kwargs))
         raise RuntimeError("failure after the send, inside the transaction")
 
     with monkeypatch.context() as patch:
-        patch.setattr(slot.producer, "send_and_wait", send_then_fail)
+        patch.setattr(slot.producer, "send", send_then_fail)
         with pytest.raises(PublishFailed):
             await event_log.publish(project, conversions(project, "failed-publish", 5))
 

@@ -57,3 +57,37 @@ async def test_concurrent_publishes_share_the_pool(kafka, event_log):
         assert len(await read_since(kafka.url, before, "read_committed")) == 40
 
     await eventually(visible, timeout_s=5, every_s=0.05)
+
+
+async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafka, monkeypatch):
+    """With one producer, the publishes queued while a transaction is in flight go in the next one
+    together: one failing send fails them all, and none of them is ever visible."""
+    before = await end_offsets(kafka.url)
+    event_log = await KafkaEventLog.start(kafka.url, 1)
+    (slot,) = event_log._slots
+    send = slot.producer.send
+
+    async def poisoned_send(topic, payload, key):
+        if b'"poison"' in payload:
+            raise RuntimeError("this message cannot be sent")
+        return await send(topic, payload, key=key)
+
+    monkeypatch.setattr(slot.producer, "send", poisoned_send)
+    try:
+        first = asyncio.create_task(event_log.publish(PROJECT, conversions(PROJECT, "alone", 1)))
+        await asyncio.sleep(0)  # the producer takes it: its transaction is in flight
+        grouped = [event_log.publish(PROJECT, conversions(PROJECT, batch, 1)) for batch in ("ok", "poison", "ok2")]
+        outcomes = await asyncio.gather(*grouped, return_exceptions=True)
+        await first
+        await event_log.publish(PROJECT, conversions(PROJECT, "after", 1))
+    finally:
+        await event_log.close()
+    assert [type(outcome).__name__ for outcome in outcomes] == ["PublishFailed"] * 3
+
+    async def visible():
+        messages = await read_since(kafka.url, before, "read_committed")
+        assert len(messages) == 2
+        return messages
+
+    messages = await eventually(visible, timeout_s=5, every_s=0.05)
+    assert [m.value for m in messages] == [dump_records(conversions(PROJECT, b, 1)) for b in ("alone", "after")]

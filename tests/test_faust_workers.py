@@ -116,7 +116,8 @@ async def test_aborted_transactions_are_never_written(kafka, event_log, warehous
     one_producer = await KafkaEventLog.start(kafka.url, 1)
     try:
         await _publish_failing_after_the_send(one_producer, project, monkeypatch)
-        await one_producer.publish(project, conversions(project, "committed", 5))  # the same producer, usable again
+        # the same producer, usable again
+        await one_producer.publish(project, dump_records(conversions(project, "committed", 5)))
     finally:
         await one_producer.close()
 
@@ -160,7 +161,7 @@ async def _publish_failing_after_the_send(event_log: KafkaEventLog, project: str
     with monkeypatch.context() as patch:
         patch.setattr(slot.producer, "send", send_then_fail)
         with pytest.raises(PublishFailed):
-            await event_log.publish(project, conversions(project, "failed-publish", 5))
+            await event_log.publish(project, dump_records(conversions(project, "failed-publish", 5)))
 
 
 async def _expect_totals(warehouse, project: str, events: int) -> tuple[int, int]:
@@ -224,7 +225,7 @@ async def test_sigkill_mid_stream_then_restart_writes_every_event_exactly_once(
 
 async def _publish_batches(event_log, project: str, batches: int, size: int) -> None:
     for b in range(batches):
-        await event_log.publish(project, conversions(project, f"crash-{b}", size))
+        await event_log.publish(project, dump_records(conversions(project, f"crash-{b}", size)))
 
 
 async def _written_at_least(warehouse, project: str, count: int) -> None:
@@ -294,11 +295,11 @@ async def test_a_broker_outage_fails_publishes_fast_and_workers_still_stop(kafka
         pytest.skip("the broker comes from KAFKA_BOOTSTRAP_SERVERS: it cannot be stopped here")
     worker = start_worker("outage", REWARDS_WORKER_STOP_TIMEOUT_S="3")
     worker.wait_for_log("Worker ready")
-    await event_log.publish(project, conversions(project, "before", 1))
+    await event_log.publish(project, dump_records(conversions(project, "before", 1)))
     await asyncio.to_thread(kafka.engine.stop)
     try:
         publishing, starting, stopping = await asyncio.gather(
-            _outcome(event_log.publish(project, conversions(project, "down", 1))),
+            _outcome(event_log.publish(project, dump_records(conversions(project, "down", 1)))),
             _outcome(KafkaEventLog.start(kafka.url, 2)),
             _outcome(asyncio.to_thread(worker.stop)),
         )
@@ -309,7 +310,7 @@ async def test_a_broker_outage_fails_publishes_fast_and_workers_still_stop(kafka
     # aiokafka's consumer cannot stop without its broker: the worker leaves after its stop timeout.
     assert stopping[0] is not None and stopping[1] < 6
     for attempt in range(4):  # every producer of the pool in turn: one replaced, the others reconnected
-        await event_log.publish(project, conversions(project, f"after-{attempt}", 1))
+        await event_log.publish(project, dump_records(conversions(project, f"after-{attempt}", 1)))
 
 
 async def _outcome(awaitable) -> tuple[object, float]:

@@ -32,7 +32,7 @@ async def test_publish_commits_one_message_per_call(kafka, event_log):
     before = await end_offsets(kafka.url)
     batches = [conversions(PROJECT, f"one-{i}", 3) for i in range(3)]
     for records in batches:
-        await event_log.publish(PROJECT, records)
+        await event_log.publish(PROJECT, dump_records(records))
 
     async def visible():
         # The broker writes the commit markers just after answering the commit: visibility lags a moment.
@@ -51,7 +51,9 @@ async def test_publish_commits_one_message_per_call(kafka, event_log):
 
 async def test_concurrent_publishes_share_the_pool(kafka, event_log):
     before = await end_offsets(kafka.url)
-    await asyncio.gather(*(event_log.publish(f"{PROJECT}-{i}", conversions(PROJECT, f"c{i}", 2)) for i in range(40)))
+    await asyncio.gather(
+        *(event_log.publish(f"{PROJECT}-{i}", dump_records(conversions(PROJECT, f"c{i}", 2))) for i in range(40))
+    )
 
     async def visible():
         assert len(await read_since(kafka.url, before, "read_committed")) == 40
@@ -74,12 +76,13 @@ async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafk
 
     monkeypatch.setattr(slot.producer, "send", poisoned_send)
     try:
-        first = asyncio.create_task(event_log.publish(PROJECT, conversions(PROJECT, "alone", 1)))
+        first = asyncio.create_task(event_log.publish(PROJECT, dump_records(conversions(PROJECT, "alone", 1))))
         await asyncio.sleep(0)  # the producer takes it: its transaction is in flight
-        grouped = [event_log.publish(PROJECT, conversions(PROJECT, batch, 1)) for batch in ("ok", "poison", "ok2")]
+        payloads = [dump_records(conversions(PROJECT, b, 1)) for b in ("ok", "poison", "ok2")]
+        grouped = [event_log.publish(PROJECT, payload) for payload in payloads]
         outcomes = await asyncio.gather(*grouped, return_exceptions=True)
         await first
-        await event_log.publish(PROJECT, conversions(PROJECT, "after", 1))
+        await event_log.publish(PROJECT, dump_records(conversions(PROJECT, "after", 1)))
     finally:
         await event_log.close()
     assert [type(outcome).__name__ for outcome in outcomes] == ["PublishFailed"] * 3

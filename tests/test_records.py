@@ -1,5 +1,6 @@
 """The log's records serialize exactly as their pydantic models do, and load back equal."""
 
+from schemas.events import ValidEvent
 from schemas.records import (
     AffiliateRecord,
     ClaimCheckRecord,
@@ -7,6 +8,7 @@ from schemas.records import (
     CodeUseRecord,
     ConversionRecord,
     _records,
+    dump_conversions,
     dump_records,
     load_records,
 )
@@ -41,3 +43,26 @@ RECORDS = [
 def test_records_dump_as_their_models_and_load_back_equal():
     assert dump_records(RECORDS) == _records.dump_json(RECORDS)
     assert load_records(dump_records(RECORDS)) == RECORDS
+
+
+def test_conversions_dump_as_their_records():
+    events = [
+        ValidEvent("purchase", "d1", "0xab", "evm_address", 1_700_000_000_123, {"value": {"amount": "2"}}, {"k": "v"}),
+        ValidEvent("signup", "d2", "a@b.co", "email", None, {}, {}),
+    ]
+    records = [
+        ConversionRecord(
+            project_id="p",
+            batch_id="b",
+            dedup_id=e.dedup_id,
+            name=e.name,
+            user_identifier=e.user_identifier,
+            user_identifier_type=e.user_identifier_type,
+            timestamp_ms=e.timestamp_ms or 42,
+            received_ms=42,
+            args=e.args,
+            metadata=e.metadata,
+        )
+        for e in events
+    ]
+    assert dump_conversions("p", "b", 42, events) == dump_records(records)

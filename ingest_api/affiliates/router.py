@@ -13,7 +13,7 @@ from rewards.domain.timestamps import now_ms
 from rewards.errors import ApiError, bad_request, validation_messages
 from rewards.http import backends_of, guard, json_body, parse_user
 from rewards.ports import Affiliate, Principal
-from schemas.records import AffiliateRecord
+from schemas.records import AffiliateRecord, dump_records
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -56,7 +56,7 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
     async with state.create_affiliate(principal.project_id, affiliate) as created:
         if not created:
             raise ApiError(409, "Affiliate already exists")
-        await backends.log.publish(principal.project_id, [_record(principal.project_id, affiliate)])
+        await backends.log.publish(principal.project_id, dump_records([_record(principal.project_id, affiliate)]))
     codes = (await state.codes_of(principal.project_id, [user])).get(user, [])
     figures = await all_time_figures(backends.warehouse, principal.project_id, user)
     return JSONResponse(affiliate_json(affiliate, config, codes, figures), status_code=201)

@@ -16,6 +16,7 @@ from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_timestamp_
 from rewards.errors import bad_request, validation_messages
 from rewards.http import backends_of, guard, json_body, parse_user
 from rewards.ports import Principal
+from schemas.records import dump_records
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 
@@ -56,7 +57,7 @@ async def _update(request: Request, project_id: str, ids: list[str], change, own
     backends = backends_of(request)
     ids = list(dict.fromkeys(ids))  # an id listed twice is one check
     async with backends.state.update_claim_checks(project_id, ids, change, owner) as checks:
-        await backends.log.publish(project_id, [claim_checks.to_record(project_id, check) for check in checks])
+        await backends.log.publish(project_id, dump_records([claim_checks.to_record(project_id, c) for c in checks]))
     return checks
 
 

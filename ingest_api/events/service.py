@@ -10,7 +10,7 @@ from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import EventLog, StateStore
 from schemas.events import ValidEvent
-from schemas.records import ConversionRecord
+from schemas.records import dump_conversions
 
 INGESTED = Counter("rewards_ingested_events_total", "Events accepted (duplicates excluded)")
 DUPLICATES = Counter("rewards_duplicate_events_total", "Events ignored as already known")
@@ -45,23 +45,8 @@ async def accept_events(
             return -1, claim.replay
         fresh = [events[i] for i in claim.fresh]
         if fresh:
-            await log.publish(project_id, [_record(project_id, batch_id, e, received) for e in fresh])
+            await log.publish(project_id, dump_conversions(project_id, batch_id, received, fresh))
         claim.respond(orjson.dumps({"ingested_events": len(fresh)}))
     INGESTED.inc(len(fresh))
     DUPLICATES.inc(len(events) - len(fresh))
     return len(fresh), None
-
-
-def _record(project_id: str, batch_id: str, event: ValidEvent, received_ms: int) -> ConversionRecord:
-    return ConversionRecord(
-        project_id=project_id,
-        batch_id=batch_id,
-        dedup_id=event.dedup_id,
-        name=event.name,
-        user_identifier=event.user_identifier,
-        user_identifier_type=event.user_identifier_type,
-        timestamp_ms=event.timestamp_ms if event.timestamp_ms is not None else received_ms,
-        received_ms=received_ms,
-        args=event.args,
-        metadata=event.metadata,
-    )

@@ -10,7 +10,7 @@ from rewards.domain.timestamps import format_timestamp
 from rewards.errors import bad_request, not_found, validation_messages
 from rewards.http import PageParams, backends_of, guard, json_body, parse_user
 from rewards.ports import Principal
-from schemas.records import CodesCreatedRecord
+from schemas.records import CodesCreatedRecord, dump_records
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 
@@ -42,7 +42,7 @@ async def create_codes(
             owner_identifier_type=owner.identifier_type,
             created_at_ms=records[0].created_at_ms,
         )
-        await backends.log.publish(principal.project_id, [created])
+        await backends.log.publish(principal.project_id, dump_records([created]))
     return JSONResponse([code_json(r) for r in records], status_code=201)
 
 
@@ -102,5 +102,5 @@ async def use_code(request: Request, code: str, principal: Principal = Depends(g
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
     async with backends.state.use_code(principal.project_id, code, user, fields.proof()) as (record, use):
-        await backends.log.publish(principal.project_id, [use])
+        await backends.log.publish(principal.project_id, dump_records([use]))
     return code_json(record)

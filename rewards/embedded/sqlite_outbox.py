@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.ports import Delivery, Record
-from schemas.records import dump_records, load_records
+from rewards.ports import Delivery
+from schemas.records import load_records
 
 
 class SqliteOutbox:
@@ -21,8 +21,7 @@ class SqliteOutbox:
         self._db = db
         self._published = asyncio.Event()
 
-    async def publish(self, project_id: str, records: Sequence[Record]) -> None:
-        payload = dump_records(list(records))
+    async def publish(self, project_id: str, payload: bytes) -> None:
         await self._db.run(
             lambda c: c.execute(
                 "INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)", (project_id, payload, now_ms())

@@ -28,13 +28,10 @@ import contextlib
 import itertools
 import os
 import socket
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
-from rewards.ports import Record
-from schemas.records import dump_records
 from schemas.topics import EVENTS_TOPIC, partition_key
 
 log = structlog.get_logger(__name__)
@@ -103,8 +100,8 @@ class KafkaEventLog:
         event_log._committers = [asyncio.create_task(event_log._commit_groups(slot)) for slot in event_log._slots]
         return event_log
 
-    async def publish(self, project_id: str, records: Sequence[Record]) -> None:
-        publish = _Publish(partition_key(project_id), dump_records(list(records)))
+    async def publish(self, project_id: str, payload: bytes) -> None:
+        publish = _Publish(partition_key(project_id), payload)
         self._waiting.put_nowait(publish)
         try:
             async with asyncio.timeout(PUBLISH_TIMEOUT_S):

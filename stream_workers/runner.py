@@ -15,7 +15,7 @@ PAYOUTS = Counter("rewards_worker_payouts_total", "Payout rows written to the wa
 FAILURES = Counter("rewards_worker_failures_total", "Deliveries that failed and will be retried")
 LATENCY = Histogram("rewards_worker_delivery_seconds", "Time to write one delivery")
 
-MAX_DELIVERIES = 32
+MAX_DELIVERIES = 50  # the embedded outbox writes up to 50 batches in one delivery
 RETRY_DELAY_S = 1.0
 
 

@@ -55,6 +55,8 @@ CREATE TABLE IF NOT EXISTS claim_checks (
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, project_id TEXT NOT NULL, payload BLOB NOT NULL,
     created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox_plan (
+    id INTEGER PRIMARY KEY CHECK (id = 1), first_id INTEGER NOT NULL, last_id INTEGER NOT NULL);
 """
 
 _in_transaction: contextvars.ContextVar[bool] = contextvars.ContextVar("in_sqlite_transaction", default=False)

@@ -30,20 +30,41 @@ class SqliteOutbox:
         self._published.set()
 
     async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:
+        """One delivery of up to `max_deliveries` published messages (one warehouse write for all)."""
         self._published.clear()  # before reading, so a publish after the read still wakes us
-        deliveries = await self._db.run(lambda c: self._pending(c, max_deliveries))
+        deliveries = await self._db.run(lambda c: self._planned(c, max_deliveries))
         if deliveries:
             return deliveries
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._published.wait(), timeout_s)
-        return await self._db.run(lambda c: self._pending(c, max_deliveries))
+        return await self._db.run(lambda c: self._planned(c, max_deliveries))
 
     async def commit(self, deliveries: Sequence[Delivery]) -> None:
-        ids = [(int(d.token.rsplit(":", 1)[1]),) for d in deliveries]
-        await self._db.run(lambda c: c.executemany("DELETE FROM outbox WHERE id = ?", ids))
+        ranges = [_range(d.token) for d in deliveries]
+
+        def delete(c: sqlite3.Connection) -> None:
+            c.executemany("DELETE FROM outbox WHERE id BETWEEN ? AND ?", ranges)
+            c.execute("DELETE FROM outbox_plan")
+
+        await self._db.run(delete)
 
     @staticmethod
-    def _pending(c: sqlite3.Connection, limit: int) -> list[Delivery]:
-        rows = c.execute("SELECT id, payload FROM outbox ORDER BY id LIMIT ?", (limit,)).fetchall()
+    def _planned(c: sqlite3.Connection, limit: int) -> list[Delivery]:
+        """The messages of the recorded plan, or of a new one: a delivery seen again after a crash holds
+        the same messages under the same token, so the warehouse writes it once."""
+        plan = c.execute("SELECT first_id, last_id FROM outbox_plan").fetchone()
+        if plan is None:
+            ids = c.execute("SELECT id FROM outbox ORDER BY id LIMIT ?", (limit,)).fetchall()
+            if not ids:
+                return []
+            plan = (ids[0]["id"], ids[-1]["id"])
+            c.execute("INSERT INTO outbox_plan (id, first_id, last_id) VALUES (1, ?, ?)", plan)
+        rows = c.execute("SELECT payload FROM outbox WHERE id BETWEEN ? AND ? ORDER BY id", tuple(plan)).fetchall()
+        records = [record for row in rows for record in load_records(row["payload"])]
         # AUTOINCREMENT never reuses an id, so the token stays unique after rows are deleted.
-        return [Delivery(f"outbox:{row['id']}", load_records(row["payload"])) for row in rows]
+        return [Delivery(f"outbox:{plan[0]}-{plan[1]}", records)]
+
+
+def _range(token: str) -> tuple[int, int]:
+    first, last = token.rsplit(":", 1)[1].split("-")
+    return int(first), int(last)

@@ -34,7 +34,7 @@ class ChdbWarehouse:
             raise ValueError("invalid table name or deduplication token")
         settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token}
         setting_text = ", ".join(f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in settings.items())
-        body = b"\n".join(orjson.dumps(row) for row in rows).decode()
+        body = orjson.dumps(rows).decode()  # JSONEachRow reads a JSON array of rows too
         await self._run(f"INSERT INTO {table} SETTINGS {setting_text} FORMAT JSONEachRow\n{body}", None, "TabSeparated")
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:

@@ -26,7 +26,7 @@ class ClickHouseWarehouse:
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
         if not rows:
             return
-        body = b"\n".join(orjson.dumps(row) for row in rows)
+        body = orjson.dumps(rows)  # JSONEachRow reads a JSON array of rows too: one call instead of one per row
         settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token}
         await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
 

@@ -3,8 +3,9 @@
 Figures never come from raw conversions. All-time ones sit beside each affiliate's attributes in
 `affiliate_listing` (one row per affiliate once merged), so an all-time page is one scan of the
 project's rows: filter, then a partial sort down to the page, with no GROUP BY and no join. A window's
-figures are summed from `affiliate_stats_daily` over its days, for the page's affiliates only; when the
-page is sorted by a windowed figure, that one figure is summed first for every matching affiliate.
+figures are summed over its days for the page's affiliates only, from `affiliate_stats_daily_by_user`
+(ordered by affiliate); a page sorted by a windowed figure first sums that one figure for every
+affiliate of the window from `affiliate_stats_daily` (ordered by day).
 """
 
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class Row:
     figures: Figures
 
 
-def _conditions(listing: Listing, params: dict) -> list[str]:
+def matching_conditions(listing: Listing, params: dict) -> list[str]:
     """The project's registered affiliates (`status` is '' until registration) passing filters and search."""
     conditions = ["project_id = {project:String}", "status != ''"]
     for name, values in listing.filters.items():
@@ -75,34 +76,39 @@ def _conditions(listing: Listing, params: dict) -> list[str]:
     return conditions
 
 
-def _window_sums(sums: str, keys: str) -> str:
-    return (
-        f"SELECT user_key, {sums} FROM affiliate_stats_daily WHERE project_id = {{project:String}}"
-        f" AND day >= {{day_from:Date32}} AND day <= {{day_to:Date32}} AND user_key IN {keys} GROUP BY user_key"
+_WINDOW_DAYS = "day >= {day_from:Date32} AND day <= {day_to:Date32}"
+
+
+def _count(listing: Listing, matching: str) -> str:
+    """The number of matches beside each row of the page. A search leaves few: counting them as they pass
+    costs less than matching again; otherwise a second scan costs less than carrying every match to the sort."""
+    return "count() OVER ()" if listing.search else f"(SELECT count() FROM {matching})"
+
+
+def _source(listing: Listing, matching: str) -> tuple[str, str]:
+    """What the page is read from and the expression it is sorted by: in a window sorted by a windowed
+    figure, that figure alone is summed for every affiliate of the window and joined to the matching ones."""
+    if listing.days is None or listing.sort_by not in WINDOW_SUMS:
+        return matching, SORT_EXPRESSIONS[listing.sort_by]
+    sums = (
+        f"SELECT user_key, {WINDOW_SUMS[listing.sort_by]} AS window_value FROM affiliate_stats_daily"
+        f" WHERE project_id = {{project:String}} AND {_WINDOW_DAYS} GROUP BY user_key"
     )
+    return f"(SELECT {_PAGE_COLUMNS} FROM {matching}) AS a LEFT JOIN ({sums}) AS w USING (user_key)", "window_value"
 
 
 def page_sql(listing: Listing, project_id: str) -> tuple[str, dict]:
-    """The page's affiliates in order with the number of matches, and their all-time figures.
-
-    In a window sorted by a windowed figure, that figure is joined to the matching affiliates; the figures
-    themselves come from `window_figures_sql` for the page's affiliates."""
+    """The page's affiliates in order with the number of matches, and their all-time figures
+    (in a window, only the referred users: `window_figures_sql` gives the rest for the page's affiliates)."""
     params: dict = {"project": project_id, "limit": listing.limit, "offset": listing.offset}
-    matching = f"affiliate_listing FINAL WHERE {' AND '.join(_conditions(listing, params))}"
-    source, sort = matching, SORT_EXPRESSIONS[listing.sort_by]
     if listing.days is not None:
         params.update(day_from=listing.days[0].isoformat(), day_to=listing.days[1].isoformat())
-        if listing.sort_by in WINDOW_SUMS:
-            # only the matching affiliates' daily rows are summed (the set is the cheap part)
-            sums = _window_sums(f"{WINDOW_SUMS[listing.sort_by]} AS window_value", f"(SELECT user_key FROM {matching})")
-            source, sort = (
-                f"(SELECT {_PAGE_COLUMNS} FROM {matching}) AS a LEFT JOIN ({sums}) AS w USING (user_key)",
-                "window_value",
-            )
+    matching = f"affiliate_listing FINAL WHERE {' AND '.join(matching_conditions(listing, params))}"
+    source, sort = _source(listing, matching)
     figures = "referred_users" if listing.days is not None else ", ".join([*_WINDOWED, "referred_users"])
     sql = (
         f"SELECT toString(user_key) AS key, user_identifier_type, user_identifier, {figures},"
-        f" (SELECT count() FROM {matching}) AS total_count FROM {source}"
+        f" {_count(listing, matching)} AS total_count FROM {source}"
         f" ORDER BY {sort} {'DESC' if listing.descending else 'ASC'} NULLS LAST,"
         " created_at DESC, user_identifier_type, user_identifier"
         " LIMIT {limit:UInt32} OFFSET {offset:UInt64}" + _DECIMALS_AS_TEXT
@@ -113,7 +119,11 @@ def page_sql(listing: Listing, project_id: str) -> tuple[str, dict]:
 def window_figures_sql(project_id: str, days: tuple[date, date], keys: list[int]) -> tuple[str, dict]:
     """Volumes and earnings of the affiliates (by user_key) summed over the window's days."""
     sums = ", ".join(f"sum(r{n}_volume) AS r{n}_volume" for n in LEVELS) + ", sum(earnings) AS earnings"
-    sql = f"SELECT toString(user_key) AS key, * EXCEPT user_key FROM ({_window_sums(sums, '{keys:Array(UInt128)}')})"
+    sql = (
+        f"SELECT toString(user_key) AS key, {sums} FROM affiliate_stats_daily_by_user"
+        f" WHERE project_id = {{project:String}} AND user_key IN {{keys:Array(UInt128)}} AND {_WINDOW_DAYS}"
+        " GROUP BY user_key"
+    )
     params = {"project": project_id, "day_from": days[0].isoformat(), "day_to": days[1].isoformat(), "keys": keys}
     return sql + _DECIMALS_AS_TEXT, params
 
@@ -123,7 +133,7 @@ async def list_affiliates(warehouse: Warehouse, project_id: str, listing: Listin
     sql, params = page_sql(listing, project_id)
     page = await warehouse.query(sql, params)
     if not page:
-        total = 0 if listing.offset == 0 else await _count(warehouse, sql, params)
+        total = 0 if listing.offset == 0 else await _count_past_end(warehouse, sql, params)
         return [], total
     if listing.days is not None:
         page = await _with_window_figures(warehouse, project_id, listing.days, page)
@@ -139,7 +149,7 @@ async def _with_window_figures(warehouse: Warehouse, project_id: str, days: tupl
     return [{**r, **{name: by_key.get(r["key"], zero)[name] for name in _WINDOWED}} for r in page]
 
 
-async def _count(warehouse: Warehouse, page: str, params: dict) -> int:
+async def _count_past_end(warehouse: Warehouse, page: str, params: dict) -> int:
     """The count past the last page (the page query returned no row to carry it)."""
     head = page.rsplit(" LIMIT ", 1)[0]
     rows = await warehouse.query(f"SELECT any(total_count) AS c FROM ({head} LIMIT 1)", params)

@@ -1,46 +1,60 @@
-"""Benchmark the affiliate listing on generated data (see bench/generate_affiliates.py).
+"""Benchmark GET /affiliates on generated data (see bench/generate_affiliates.py), at two scales.
 
-    python -m bench.bench_affiliates --data-dir bench-data
+    python -m bench.bench_affiliates --data-dir bench-data      # one data dir, as generated
+    python -m bench                                             # the runner calls `run(context)`
 
-Two parts, one table:
-1. In-process, the listing's page query (the ordered keys of a page and the count, the heavy part)
-   on the embedded engine, beside the same answer computed from the raw tables (what the
-   materialized views save); the two answers are checked to be identical.
-2. Over HTTP, GET /affiliates against a real `rewards serve` on the same data, beside GET /health
-   on the same server (the floor of the HTTP stack).
+Per case: GET /affiliates over HTTP against a real `rewards serve` (p50, p99), beside the same page
+computed in-process from the raw tables with no read model (what the read model saves); the two
+answers (affiliates in order, their figures, the count) are checked to be identical.
 """
 
 import asyncio
 import json
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
 import typer
 
+from bench.context import Context
+from bench.generate_affiliates import generate
+from bench.report import Figure, percentiles, render
 from query_api.affiliates import queries
 from query_api.affiliates.router import window
+from rewards.affiliates import LEVELS
 from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from tests.harness import Server
 
-RAW_STATS = """(
-    SELECT project_id, reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
-           if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
-           if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume,
-           toDecimal256(0, 18) AS earnings, toUInt64(0) AS referred_users, toDate32(happened_at) AS day
-    FROM affiliate_volumes
+TARGET_P99_MS = 50
+SCALES = {"10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}  # affiliates, conversions
+DATA_VERSION = 2  # bump when the generated tables change: older data dirs are not reused
+
+RAW_FIGURES = """(
+    SELECT reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
+           if(level = 1, base, 0) AS r1, if(level = 2, base, 0) AS r2, if(level = 3, base, 0) AS r3,
+           if(level = 4, base, 0) AS r4, toDecimal256(0, 18) AS earnings, toUInt64(0) AS referred,
+           toDate32(happened_at) AS day
+    FROM affiliate_volumes WHERE project_id = {project:String}
     UNION ALL
-    SELECT project_id, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)),
+    SELECT reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)),
            0, 0, 0, 0, amount, 0, toDate32(happened_at)
-    FROM payouts WHERE currency = 'point' AND role = 'affiliate'
+    FROM payouts WHERE project_id = {project:String} AND currency = 'point' AND role = 'affiliate'
     UNION ALL
-    SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)),
+    SELECT reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)),
            0, 0, 0, 0, 0, 1, toDate32(referred_at)
-    FROM referrals
+    FROM referrals WHERE project_id = {project:String}
 )"""
+RAW_SORT = {
+    "total_volume": "s.r1_volume + s.r2_volume + s.r3_volume + s.r4_volume",
+    **{f"r{n}_volume": f"s.r{n}_volume" for n in LEVELS},
+    "total_earnings": "s.earnings",
+    "referred_users": "s.referred_users",
+    "created_at": "a.created_at",
+    "name": "lower(a.name)",
+}
 
 CASES = {
     "filter + sort (status, region; r1_volume)": {"statuses": "active", "regions": "EU", "sort_by": "r1_volume"},
@@ -52,7 +66,6 @@ CASES = {
 
 def listing_of(params: dict) -> queries.Listing:
     filters = {k: tuple(params[k].split(",")) for k in ("statuses", "regions") if k in params}
-    today = datetime.now(UTC).date()
     return queries.Listing(
         sort_by=params.get("sort_by", "total_volume"),
         descending=params.get("sort_order", "desc") == "desc",
@@ -60,99 +73,140 @@ def listing_of(params: dict) -> queries.Listing:
         tiers=None,
         default_tier="base",
         search=params.get("query"),
-        days=window(params.get("dateRange", "all"), None, None, today),
+        days=window(params.get("dateRange", "all"), None, None, datetime.now(UTC).date()),
         offset=0,
         limit=25,
     )
 
 
-def percentiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+def raw_sql(listing: queries.Listing, project_id: str) -> tuple[str, dict]:
+    """The page from the raw tables: every affiliate's figures summed from its rows, joined, sorted."""
+    params: dict = {"project": project_id}
+    matching = f"affiliates FINAL WHERE {' AND '.join(queries.matching_conditions(listing, params))}"
+    in_window = "1"
+    if listing.days is not None:
+        in_window = "day BETWEEN {day_from:Date32} AND {day_to:Date32}"
+        params.update(day_from=listing.days[0].isoformat(), day_to=listing.days[1].isoformat())
+    sums = ", ".join(f"sumIf(r{n}, {in_window}) AS r{n}_volume" for n in LEVELS)
+    sql = (
+        "SELECT a.user_identifier_type AS type, a.user_identifier AS identifier,"
+        + "".join(f" toString(s.r{n}_volume) AS r{n}_volume," for n in LEVELS)
+        + " toString(s.earnings) AS earnings, s.referred_users AS referred_users,"
+        f" (SELECT count() FROM {matching}) AS total_count"
+        f" FROM (SELECT user_key, {sums}, sumIf(earnings, {in_window}) AS earnings, sum(referred) AS referred_users"
+        f" FROM {RAW_FIGURES} GROUP BY user_key) AS s"
+        f" RIGHT JOIN (SELECT * FROM {matching}) AS a ON s.user_key = a.user_key"
+        f" ORDER BY {RAW_SORT[listing.sort_by]} {'DESC' if listing.descending else 'ASC'} NULLS LAST,"
+        f" a.created_at DESC, a.user_identifier_type, a.user_identifier LIMIT {listing.limit}"
+    )
+    return sql, params
 
 
-async def timed_queries(warehouse: ChdbWarehouse, sql: str, params: dict, runs: int) -> tuple[list[float], list]:
-    await warehouse.query(sql, params)  # warm-up
-    samples, rows = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        rows = await warehouse.query(sql, params)
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples, rows
+def _answer_of_raw(rows: list[dict]) -> tuple:
+    keys = [f"r{n}_volume" for n in LEVELS] + ["earnings"]
+    page = [(r["type"], r["identifier"], *(Decimal(r[k]) for k in keys), int(r["referred_users"])) for r in rows]
+    return page, int(rows[0]["total_count"]) if rows else 0
 
 
-async def in_process(data_dir: Path, project_id: str, runs: int) -> list[tuple]:
+def _answer_of_http(body: dict) -> tuple:
+    keys = [f"r{n}_volume" for n in LEVELS] + ["total_earnings"]
+    results = body["results"]
+    page = [
+        (a["user_identifier_type"], a["user_identifier"], *(Decimal(a[k]) for k in keys), a["referred_users"])
+        for a in results
+    ]
+    return page, body["total_count"]
+
+
+async def raw_tables(data_dir: Path, project_id: str, runs: int) -> dict[str, tuple[float, tuple]]:
+    """Per case: p50 ms of the page from the raw tables, and its answer."""
     warehouse = ChdbWarehouse(data_dir / "warehouse")
-    table = []
-    for name, params in CASES.items():
-        sql, sql_params = queries.page_sql(listing_of(params), project_id)
-        raw_sql = sql.replace("FROM affiliate_stats_daily WHERE", f"FROM {RAW_STATS} WHERE").replace(
-            "FROM affiliate_stats WHERE", f"FROM {RAW_STATS} WHERE"
-        )
-        views, view_rows = await timed_queries(warehouse, sql, sql_params, runs)
-        raw, raw_rows = await timed_queries(warehouse, raw_sql, sql_params, max(3, runs // 10))
-        if view_rows != raw_rows:
-            sys.exit(f"views and raw tables disagree for {name!r}")
-        table.append((name, *percentiles(views), *percentiles(raw)))
-    await warehouse.close()
-    return table
-
-
-def over_http(data_dir: Path, api_key: str, runs: int) -> list[tuple]:
-    server = Server(data_dir).start()
-    headers = {"Authorization": f"Bearer {api_key}"}
-    table = []
     try:
-        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
-            floor = _timed_gets(client, "/health", {}, runs)
-            for name, params in CASES.items():
-                samples = _timed_gets(client, "/api/v1/affiliates", params, runs)
-                table.append((name, *percentiles(samples), *percentiles(floor)))
+        result = {}
+        for name, params in CASES.items():
+            sql, sql_params = raw_sql(listing_of(params), project_id)
+            samples, rows = [], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                rows = await warehouse.query(sql, sql_params)
+                samples.append((time.perf_counter() - start) * 1000)
+            result[name] = (percentiles(samples)[0], _answer_of_raw(rows))
+        return result
+    finally:
+        await warehouse.close()
+
+
+def over_http(data_dir: Path, api_key: str, runs: int) -> dict[str, tuple[list[float], tuple]]:
+    """Per case: GET /affiliates latencies (ms) against `rewards serve`, and its answer."""
+    server = Server(data_dir).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
+            return {name: _timed_gets(client, params, runs) for name, params in CASES.items()}
     finally:
         server.stop()
-    return table
 
 
-def _timed_gets(client: httpx.Client, path: str, params: dict, runs: int) -> list[float]:
-    client.get(path, params=params).raise_for_status()
+def _timed_gets(client: httpx.Client, params: dict, runs: int) -> tuple[list[float], tuple]:
+    body = _get(client, params)  # warm-up
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        client.get(path, params=params).raise_for_status()
+        body = _get(client, params)
         samples.append((time.perf_counter() - start) * 1000)
-    return samples
+    return samples, _answer_of_http(body)
 
 
-def print_table(title: str, baseline: str, rows: list[tuple]) -> None:
-    typer.echo(f"\n{title}")
-    typer.echo(f"| case | p50 ms | p99 ms | {baseline} p50 ms | {baseline} p99 ms | p50 ratio |")
-    typer.echo("|---|---:|---:|---:|---:|---:|")
-    for name, p50, p99, base50, base99 in rows:
-        typer.echo(f"| {name} | {p50:.1f} | {p99:.1f} | {base50:.1f} | {base99:.1f} | {base50 / p50:.1f}× |")
+def _get(client: httpx.Client, params: dict) -> dict:
+    response = client.get("/api/v1/affiliates", params=params)
+    response.raise_for_status()
+    return response.json()
+
+
+def measure(data_dir: Path, label: str, runs: int) -> list[Figure]:
+    """One figure per case on one generated data dir; exits if HTTP and the raw tables disagree."""
+    info = json.loads((data_dir / "bench.json").read_text())
+    raw = asyncio.run(raw_tables(data_dir, info["project_id"], max(3, runs // 10)))
+    http = over_http(data_dir, info["api_key"], runs)
+    figures = []
+    for name in CASES:
+        (samples, answer), (raw_p50, raw_answer) = http[name], raw[name]
+        if answer != raw_answer:
+            sys.exit(f"GET /affiliates and the raw tables disagree for {name!r} on {data_dir}")
+        p50, p99 = percentiles(samples)
+        figures.append(
+            Figure(
+                section="queries", case=f"GET /affiliates {name}, {label}", shape="embedded", result=p50,
+                unit="ms", p99=p99, baseline_name="raw tables p50", baseline=raw_p50, ratio=raw_p50 / p50,
+                ratio_note="× faster", target=f"p99 < {TARGET_P99_MS} ms", met=p99 < TARGET_P99_MS,
+            )
+        )  # fmt: skip
+    return figures
+
+
+def ensure_data(data_root: Path, scale: str) -> Path:
+    """The generated data dir of a scale, generated on first use."""
+    affiliates, conversions = SCALES[scale]
+    data_dir = data_root / f"affiliates-{scale}-v{DATA_VERSION}"
+    if not (data_dir / "bench.json").exists():
+        result = asyncio.run(generate(data_dir, affiliates, conversions))
+        (data_dir / "bench.json").write_text(json.dumps(result))
+    return data_dir
+
+
+def run(context: Context) -> list[Figure]:
+    """The listing at 10k and 100k affiliates (10k only when quick): growth shows beside the target."""
+    scales = ["10k"] if context.quick else ["10k", "100k"]
+    runs = 10 if context.quick else 50
+    figures = []
+    for scale in scales:
+        affiliates, conversions = SCALES[scale]
+        label = f"{affiliates:,} affiliates / {conversions:,} conversions"
+        figures += measure(ensure_data(context.data_root, scale), label, runs)
+    return figures
 
 
 def main(data_dir: Path = typer.Option(Path("bench-data")), runs: int = typer.Option(50)) -> None:
-    info = json.loads((data_dir / "bench.json").read_text())
-    counts = asyncio.run(_counts(data_dir, info["project_id"]))
-    typer.echo(f"data: {counts}")
-    print_table(
-        "Listing SQL in-process (materialized views vs the same answer from raw tables)",
-        "raw tables",
-        asyncio.run(in_process(data_dir, info["project_id"], runs)),
-    )
-    print_table("GET /affiliates over HTTP (rewards serve)", "GET /health", over_http(data_dir, info["api_key"], runs))
-
-
-async def _counts(data_dir: Path, project_id: str) -> dict:
-    warehouse = ChdbWarehouse(data_dir / "warehouse")
-    counts = {}
-    for table in ("affiliates", "affiliate_volumes", "payouts", "referrals"):
-        rows = await warehouse.query(
-            f"SELECT count() AS c FROM {table} WHERE project_id = {{project:String}}", {"project": project_id}
-        )
-        counts[table] = int(rows[0]["c"])
-    await warehouse.close()
-    return counts
+    typer.echo(render(measure(data_dir, str(data_dir), runs)))
 
 
 if __name__ == "__main__":

@@ -121,7 +121,13 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
                 progress.update(count)
     # A live system's background merges fold each affiliate's rows together within minutes; measure that
     # steady state, not the moment right after a bulk load.
-    for table in ("affiliates", "affiliate_stats", "affiliate_stats_daily"):
+    for table in (
+        "affiliates",
+        "affiliate_stats",
+        "affiliate_stats_daily",
+        "affiliate_stats_daily_by_user",
+        "affiliate_listing",
+    ):
         await warehouse.query(f"OPTIMIZE TABLE {table} FINAL")
     await warehouse.close()
     return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}

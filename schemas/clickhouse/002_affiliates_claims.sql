@@ -132,6 +132,86 @@ SELECT project_id, toDate32(happened_at) AS day, reinterpretAsUInt128(sipHash128
        toDecimal256(0, 18) AS r4_volume, amount AS earnings
 FROM payouts WHERE currency = 'point' AND role = 'affiliate';
 
+-- The same daily figures ordered by affiliate: a window's figures of a page's 10-100 affiliates read only
+-- their rows.
+CREATE TABLE IF NOT EXISTS affiliate_stats_daily_by_user
+(
+    project_id String,
+    user_key UInt128,
+    day Date32,
+    r1_volume Decimal(76, 18),
+    r2_volume Decimal(76, 18),
+    r3_volume Decimal(76, 18),
+    r4_volume Decimal(76, 18),
+    earnings Decimal(76, 18)
+)
+ENGINE = SummingMergeTree
+ORDER BY (project_id, user_key, day)
+SETTINGS non_replicated_deduplication_window = 100000, index_granularity = 256;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_by_user_volumes_mv TO affiliate_stats_daily_by_user AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
+       toDate32(happened_at) AS day, if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
+       if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume, toDecimal256(0, 18) AS earnings
+FROM affiliate_volumes;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_stats_daily_by_user_earnings_mv TO affiliate_stats_daily_by_user AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)) AS user_key,
+       toDate32(happened_at) AS day, toDecimal256(0, 18) AS r1_volume, toDecimal256(0, 18) AS r2_volume,
+       toDecimal256(0, 18) AS r3_volume, toDecimal256(0, 18) AS r4_volume, amount AS earnings
+FROM payouts WHERE currency = 'point' AND role = 'affiliate';
+
+-- The listing's read model: one row per affiliate (after merges) with its all-time figures beside the
+-- attributes the listing filters, searches and sorts on, so a page is one scan of the project's rows
+-- (FINAL folds the unmerged ones) with no GROUP BY and no join. Each source writes its own columns and
+-- leaves the others empty ('', NULL, 0): `max` keeps the registration's attributes, `sum` adds figures.
+-- `status` is '' until the user registers as an affiliate.
+CREATE TABLE IF NOT EXISTS affiliate_listing
+(
+    project_id String,
+    user_key UInt128,
+    user_identifier_type SimpleAggregateFunction(max, LowCardinality(String)),
+    user_identifier SimpleAggregateFunction(max, String),
+    name SimpleAggregateFunction(max, Nullable(String)),
+    status SimpleAggregateFunction(max, LowCardinality(String)),
+    region SimpleAggregateFunction(max, Nullable(String)),
+    audience SimpleAggregateFunction(max, Nullable(String)),
+    tax_status SimpleAggregateFunction(max, LowCardinality(String)),
+    tier SimpleAggregateFunction(max, Nullable(String)),
+    created_at SimpleAggregateFunction(max, DateTime64(3, 'UTC')),
+    r1_volume SimpleAggregateFunction(sum, Decimal(76, 18)),
+    r2_volume SimpleAggregateFunction(sum, Decimal(76, 18)),
+    r3_volume SimpleAggregateFunction(sum, Decimal(76, 18)),
+    r4_volume SimpleAggregateFunction(sum, Decimal(76, 18)),
+    total_volume SimpleAggregateFunction(sum, Decimal(76, 18)),
+    earnings SimpleAggregateFunction(sum, Decimal(76, 18)),
+    referred_users SimpleAggregateFunction(sum, UInt64)
+)
+ENGINE = AggregatingMergeTree
+ORDER BY (project_id, user_key)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_listing_attributes_mv TO affiliate_listing AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)) AS user_key,
+       user_identifier_type, user_identifier, name, status, region, audience, tax_status, tier, created_at
+FROM affiliates;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_listing_volumes_mv TO affiliate_listing AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
+       if(level = 1, base, 0) AS r1_volume, if(level = 2, base, 0) AS r2_volume,
+       if(level = 3, base, 0) AS r3_volume, if(level = 4, base, 0) AS r4_volume, base AS total_volume
+FROM affiliate_volumes;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_listing_earnings_mv TO affiliate_listing AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)) AS user_key,
+       amount AS earnings
+FROM payouts WHERE currency = 'point' AND role = 'affiliate';
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS affiliate_listing_referrals_mv TO affiliate_listing AS
+SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS user_key,
+       toUInt64(1) AS referred_users
+FROM referrals;
+
 -- Claim checks: every change of a check is a new row with a higher version; reads use FINAL and
 -- see the latest. The sorting key starts with the user, so a user's history reads only their rows.
 CREATE TABLE IF NOT EXISTS claim_checks

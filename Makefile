@@ -20,11 +20,10 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
 
-# Benchmarks (not part of `make test`): the data is generated once into $(BENCH_DATA), then reused.
-BENCH_DATA ?= .bench-data
+# Benchmarks (not part of `make test`): every suite, both shapes, one table (bench/README in README.md).
+# Generated data is kept in .bench-data between runs; BENCH_ARGS="--quick" for a short trial.
 bench: $(STAMP)
-	test -f $(BENCH_DATA)/bench.json || $(PY) -m bench.generate_affiliates --data-dir $(BENCH_DATA)
-	$(PY) -m bench.bench_affiliates --data-dir $(BENCH_DATA)
+	$(PY) -m bench $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

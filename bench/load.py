@@ -1,6 +1,6 @@
 """The ingest load generator and the freshness probe, each run as a process of its own.
 
-    python -m bench.load load --url URL --keys K1,K2 --seconds 15 --connections 64
+    python -m bench.load load --url URL --keys K1,K2 --seconds 15 --connections 64 [--rate EVENTS_PER_S]
     python -m bench.load probe --url INGEST_URL --query-url QUERY_URL --keys K1 --seconds 15
 
 `load` posts realistic batches of 100 events (unique dedup ids, 3 of each batch repeating the
@@ -59,8 +59,9 @@ def batch_body(ids: list[str], number: int) -> bytes:
     return orjson.dumps({"events": events})
 
 
-async def _connection(session, url, key, run, connection, stop_at, results):
+async def _connection(session, url, key, run, connection, stop_at, results, pace):
     for number in itertools.count():
+        await pace()
         if time.monotonic() >= stop_at:
             return
         ids = batch_ids(run, connection, number)
@@ -76,7 +77,18 @@ async def _connection(session, url, key, run, connection, stop_at, results):
             results["errors"][str(response.status)] = results["errors"].get(str(response.status), 0) + 1
 
 
-async def load(url: str, keys: list[str], seconds: float, connections: int) -> dict:
+def pacer(started: float, events_per_s: float | None):
+    """Unpaced (as fast as the server answers), or batches spread evenly to send `events_per_s`."""
+    sent = itertools.count()
+
+    async def pace() -> None:
+        if events_per_s:
+            await asyncio.sleep(max(0.0, started + next(sent) * BATCH / events_per_s - time.monotonic()))
+
+    return pace
+
+
+async def load(url: str, keys: list[str], seconds: float, connections: int, rate: float | None = None) -> dict:
     run = uuid.uuid4().hex[:8]
     results = {"accepted": 0, "latencies": [], "errors": {}, "last_ids": {}}
     connector = aiohttp.TCPConnector(limit=connections)
@@ -85,8 +97,12 @@ async def load(url: str, keys: list[str], seconds: float, connections: int) -> d
         started = time.monotonic()
         stop_at = started + seconds
         target = f"{url}/api/v1/events/batch"
+        pace = pacer(started, rate)
         await asyncio.gather(
-            *(_connection(session, target, keys[c % len(keys)], run, c, stop_at, results) for c in range(connections))
+            *(
+                _connection(session, target, keys[c % len(keys)], run, c, stop_at, results, pace)
+                for c in range(connections)
+            )
         )
         elapsed = time.monotonic() - started
     p50, p99 = percentiles(results["latencies"]) if results["latencies"] else (0.0, 0.0)
@@ -148,10 +164,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--keys", required=True)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--rate", type=float, help="events/s to send (default: as many as the server takes)")
     args = parser.parse_args(argv)
     keys = args.keys.split(",")
     if args.mode == "load":
-        result = asyncio.run(load(args.url, keys, args.seconds, args.connections))
+        result = asyncio.run(load(args.url, keys, args.seconds, args.connections, args.rate))
     else:
         result = asyncio.run(probe(args.url, args.query_url or args.url, keys[0], args.seconds))
     print(json.dumps(result), flush=True)

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from rewards.domain.payout_config import PayoutConfig
 from rewards.ports import StateStore, Warehouse
 
-CHUNK = 250_000
+CHUNK = 500_000
 CONFIG = {
     "default_tier": "base",
     "tiers": [{"id": "base", "name": "Base", "rank": 1,

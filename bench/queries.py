@@ -152,8 +152,8 @@ async def sql_measures(warehouse, meta: dict, datasets: list[Dataset], shape: st
         view, view_answers = await _timed(lambda p: warehouse.query(p.sql, p.params), probes, runs.view)
         few = probes[: runs.raw]
         raw, raw_answers = await _timed(lambda p: warehouse.query(p.raw_sql, p.params), few, runs.raw)
-        if raw_answers != view_answers[: len(few)]:
-            raise RuntimeError(f"{dataset.name} ({shape}): the view and the raw tables disagree")
+        if raw_answers != view_answers[: len(few)] or not any(view_answers):
+            raise RuntimeError(f"{dataset.name} ({shape}): the view and the raw tables disagree, or answer nothing")
         p50, p99 = percentiles(view)
         measures.append(Measure(dataset, way, shape, p50, p99, "raw tables p50", percentiles(raw)[0], False))
     return measures

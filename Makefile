@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
 
-# Benchmarks (not part of `make test`): every suite, both shapes, one table (bench/README in README.md).
+# Benchmarks (not part of `make test`): every suite, both shapes, one table (README.md, "Benchmarks").
 # Generated data is kept in .bench-data between runs; BENCH_ARGS="--quick" for a short trial.
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)

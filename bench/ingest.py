@@ -212,9 +212,13 @@ def _engine_pids(context: Context) -> dict[str, int]:
     ports = {}
     for name, url in context.engine_env.items():
         ports[urlsplit(url if "://" in url else f"//{url}").port] = name.split("_")[0].lower()
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:  # some systems show other users' sockets to root only: measure the services alone
+        return {}
     return {
         ports[c.laddr.port]: c.pid
-        for c in psutil.net_connections(kind="tcp")
+        for c in connections
         if c.status == psutil.CONN_LISTEN and c.laddr.port in ports and c.pid
     }
 

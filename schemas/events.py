@@ -92,12 +92,11 @@ def validate_batch(payload: object) -> list[ValidEvent]:
 
 def _events_list(exc: ValidationError) -> bool:
     """Whether every error lies inside an event (the batch itself is a list of 1 to 100 items)."""
-    return all(
-        error["loc"][:1] == ("events",)
-        and isinstance(error["loc"][1:2] or None, tuple)
-        and isinstance(error["loc"][1], int)
-        for error in exc.errors()
-    )
+    return all(_inside_an_event(error["loc"]) for error in exc.errors())
+
+
+def _inside_an_event(loc: tuple) -> bool:
+    return len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int)
 
 
 def _event_messages(raw: object, prefix: str, messages: list[str]) -> ValidEvent | None:

@@ -3,9 +3,11 @@
     python -m bench.bench_affiliates --data-dir bench-data      # one data dir, as generated
     python -m bench                                             # the runner calls `run(context)`
 
-Per case: GET /affiliates over HTTP against a real `rewards serve` (p50, p99), beside the same page
-computed in-process from the raw tables with no read model (what the read model saves); the two
-answers (affiliates in order, their figures, the count) are checked to be identical.
+Per case and shape: GET /affiliates over HTTP (p50, p99) against a real `rewards serve` (embedded) or a
+`rewards query-api` process on Redis and a ClickHouse server (production), beside the same page computed
+from the raw tables with no read model (what the read model saves), on chdb in-process or through the
+ClickHouse HTTP client; the two answers (affiliates in order, their figures, the count) are checked to be
+identical. `main` measures the embedded shape of one data dir only.
 """
 
 import asyncio
@@ -20,12 +22,15 @@ import httpx
 import typer
 
 from bench.context import Context
-from bench.generate_affiliates import generate
+from bench.generate_affiliates import generate, generate_in
+from bench.queries import query_api
 from bench.report import Figure, percentiles, render
 from query_api.affiliates import queries
 from query_api.affiliates.router import window
 from rewards.affiliates import LEVELS
+from rewards.domain.payouts import User
 from rewards.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.ports import StateStore, Warehouse
 from tests.harness import Server
 
 TARGET_P99_MS = 50
@@ -118,32 +123,24 @@ def _answer_of_http(body: dict) -> tuple:
     return page, body["total_count"]
 
 
-async def raw_tables(data_dir: Path, project_id: str, runs: int) -> dict[str, tuple[float, tuple]]:
+async def raw_tables(warehouse: Warehouse, project_id: str, runs: int) -> dict[str, tuple[float, tuple]]:
     """Per case: p50 ms of the page from the raw tables, and its answer."""
-    warehouse = ChdbWarehouse(data_dir / "warehouse")
-    try:
-        result = {}
-        for name, params in CASES.items():
-            sql, sql_params = raw_sql(listing_of(params), project_id)
-            samples, rows = [], []
-            for _ in range(runs):
-                start = time.perf_counter()
-                rows = await warehouse.query(sql, sql_params)
-                samples.append((time.perf_counter() - start) * 1000)
-            result[name] = (percentiles(samples)[0], _answer_of_raw(rows))
-        return result
-    finally:
-        await warehouse.close()
+    result = {}
+    for name, params in CASES.items():
+        sql, sql_params = raw_sql(listing_of(params), project_id)
+        samples, rows = [], []
+        for _ in range(runs):
+            start = time.perf_counter()
+            rows = await warehouse.query(sql, sql_params)
+            samples.append((time.perf_counter() - start) * 1000)
+        result[name] = (percentiles(samples)[0], _answer_of_raw(rows))
+    return result
 
 
-def over_http(data_dir: Path, api_key: str, runs: int) -> dict[str, tuple[list[float], tuple]]:
-    """Per case: GET /affiliates latencies (ms) against `rewards serve`, and its answer."""
-    server = Server(data_dir).start()
-    try:
-        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
-            return {name: _timed_gets(client, params, runs) for name, params in CASES.items()}
-    finally:
-        server.stop()
+def over_http(url: str, api_key: str, runs: int) -> dict[str, tuple[list[float], tuple]]:
+    """Per case: GET /affiliates latencies (ms) against the server at `url`, and its answer."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
+        return {name: _timed_gets(client, params, runs) for name, params in CASES.items()}
 
 
 def _timed_gets(client: httpx.Client, params: dict, runs: int) -> tuple[list[float], tuple]:
@@ -162,25 +159,46 @@ def _get(client: httpx.Client, params: dict) -> dict:
     return response.json()
 
 
-def measure(data_dir: Path, label: str, runs: int) -> list[Figure]:
-    """One figure per case on one generated data dir; exits if HTTP and the raw tables disagree."""
-    info = json.loads((data_dir / "bench.json").read_text())
-    raw = asyncio.run(raw_tables(data_dir, info["project_id"], max(3, runs // 10)))
-    http = over_http(data_dir, info["api_key"], runs)
+def figures_of(http: dict, raw: dict, label: str, shape: str, where: str) -> list[Figure]:
+    """One figure per case; exits if HTTP and the raw tables disagree."""
     figures = []
     for name in CASES:
         (samples, answer), (raw_p50, raw_answer) = http[name], raw[name]
         if answer != raw_answer:
-            sys.exit(f"GET /affiliates and the raw tables disagree for {name!r} on {data_dir}")
+            sys.exit(f"GET /affiliates and the raw tables disagree for {name!r} on {where}")
         p50, p99 = percentiles(samples)
         figures.append(
             Figure(
-                section="queries", case=f"GET /affiliates {name}, {label}", shape="embedded", result=p50,
+                section="queries", case=f"GET /affiliates {name}, {label}", shape=shape, result=p50,
                 unit="ms", p99=p99, baseline_name="raw tables p50", baseline=raw_p50, ratio=raw_p50 / p50,
                 ratio_note="× faster", target=f"p99 < {TARGET_P99_MS} ms", met=p99 < TARGET_P99_MS,
             )
         )  # fmt: skip
     return figures
+
+
+def _raw_runs(runs: int) -> int:
+    return max(3, runs // 10)
+
+
+def measure(data_dir: Path, label: str, runs: int) -> list[Figure]:
+    """The embedded shape on one generated data dir: `rewards serve`, the raw tables on chdb in-process."""
+    info = json.loads((data_dir / "bench.json").read_text())
+
+    async def raw() -> dict:
+        warehouse = ChdbWarehouse(data_dir / "warehouse")
+        try:
+            return await raw_tables(warehouse, info["project_id"], _raw_runs(runs))
+        finally:
+            await warehouse.close()
+
+    raw_answers = asyncio.run(raw())
+    server = Server(data_dir).start()
+    try:
+        http = over_http(server.url, info["api_key"], runs)
+    finally:
+        server.stop()
+    return figures_of(http, raw_answers, label, "embedded", str(data_dir))
 
 
 def ensure_data(data_root: Path, scale: str) -> Path:
@@ -193,6 +211,51 @@ def ensure_data(data_root: Path, scale: str) -> Path:
     return data_dir
 
 
+def measure_production(context: Context, scale: str, label: str, runs: int) -> list[Figure]:
+    """The production shape: a `rewards query-api` process, the raw tables through the ClickHouse client."""
+    meta, raw_answers = asyncio.run(_production_raw(context, scale, _raw_runs(runs)))
+    with query_api(context.engine_env) as url:
+        http = over_http(url, meta["api_key"], runs)
+    return figures_of(http, raw_answers, label, "production", f"the ClickHouse server ({scale})")
+
+
+async def _production_raw(context: Context, scale: str, runs: int) -> tuple[dict, dict]:
+    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.production.redis_state import open_redis_state
+
+    state = await open_redis_state(context.engine_env["REDIS_URL"])
+    warehouse = await ClickHouseWarehouse.connect(context.engine_env["CLICKHOUSE_URL"])
+    try:
+        meta = await ensure_production(state, warehouse, context.data_root, scale)
+        return meta, await raw_tables(warehouse, meta["project_id"], runs)
+    finally:
+        await warehouse.close()
+        await state.close()
+
+
+async def ensure_production(state: StateStore, warehouse: Warehouse, data_root: Path, scale: str) -> dict:
+    """{project_id, api_key} of the scale's production data: an earlier run's when both engines still hold it."""
+    meta_path = data_root / f"affiliates-{scale}-v{DATA_VERSION}-production.json"
+    known = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    if known is None or not await _present(state, warehouse, scale, known):
+        known = await generate_in(state, warehouse, *SCALES[scale])
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        meta_path.write_text(json.dumps(known))
+    return known
+
+
+async def _present(state: StateStore, warehouse: Warehouse, scale: str, known: dict) -> bool:
+    principal = await state.resolve_key(known["api_key"])
+    if principal is None or principal.project_id != known["project_id"]:
+        return False
+    last = User(f"0x{SCALES[scale][0]:040x}", "evm_address")
+    if await state.get_affiliate(known["project_id"], last) is None:
+        return False
+    sql = "SELECT count() > 0 AS present FROM payouts WHERE project_id = {project:String}"
+    rows = await warehouse.query(sql, {"project": known["project_id"]})
+    return bool(int(rows[0]["present"]))
+
+
 def run(context: Context) -> list[Figure]:
     """The listing at 10k and 100k affiliates (10k only when quick): growth shows beside the target."""
     scales = ["10k"] if context.quick else ["10k", "100k"]
@@ -202,6 +265,7 @@ def run(context: Context) -> list[Figure]:
         affiliates, conversions = SCALES[scale]
         label = f"{affiliates:,} affiliates / {conversions:,} conversions"
         figures += measure(ensure_data(context.data_root, scale), label, runs)
+        figures += measure_production(context, scale, label, runs)
     return figures
 
 

@@ -1,6 +1,11 @@
-"""Generate a project with many affiliates and conversions in an embedded data dir.
+"""Generate a project with many affiliates and conversions, in an embedded data dir (`generate`) or on any
+state store and warehouse (`generate_in`: the production shape, Redis and a ClickHouse server).
 
     python -m bench.generate_affiliates --data-dir bench-data --affiliates 100000 --conversions 1000000
+
+The warehouse is written through the Warehouse port, so the same SQL fills chdb or a ClickHouse server. The
+affiliates and one code each go through the StateStore port, except in the embedded shape, where they are
+inserted straight into the SQLite state file (much faster, same rows).
 
 Rows are written with the same tables, in the same shape, as the stream workers write them, so the
 materialized views fill exactly as in production; the generation itself runs inside ClickHouse
@@ -23,7 +28,9 @@ from tqdm import tqdm
 
 from rewards.backends import open_embedded_state, state_path
 from rewards.domain.payout_config import PayoutConfig
+from rewards.domain.payouts import User
 from rewards.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.ports import Affiliate, StateStore, Warehouse
 
 CONFIG = {
     "default_tier": "base",
@@ -35,6 +42,13 @@ CONFIG = {
 }
 
 CHUNK = 100_000
+STATE_CHUNK = 500  # affiliates stored concurrently through the StateStore port
+STATE_CONNECTIONS = 50  # of those, in flight at once
+MERGED_TABLES = (
+    "affiliates", "affiliate_stats", "affiliate_stats_daily", "affiliate_stats_daily_by_user", "affiliate_listing",
+)  # fmt: skip
+STATUSES, REGIONS = ("active", "pending", "suspended"), ("EU", "US", "APAC", "LATAM")
+AUDIENCES, TAXES = ("crypto", "gaming", "defi"), ("verified", "pending", "exempt", "missing")
 ADDRESS = "concat('0x', leftPad(lower(hex(toUInt64({n}) + 1)), 40, '0'))"
 USER_ADDRESS = "concat('0x', leftPad(lower(hex(toUInt64({n}) + 1000000000)), 40, '0'))"
 RATES = "[toDecimal256('0.10', 18), toDecimal256('0.05', 18), toDecimal256('0.02', 18), toDecimal256('0.01', 18)]"
@@ -99,14 +113,37 @@ FROM numbers({{start:UInt64}}, {{count:UInt64}})
 
 
 async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
+    """The embedded shape: the state file filled directly (fast), the warehouse through the port."""
     state = open_embedded_state(data_dir)
-    project_id = await state.create_project("bench")
-    api_key = await state.create_key(project_id, ["service_role"])
-    await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    project_id, api_key = await _project(state)
     await state.close()
     _state_rows(data_dir, project_id, affiliates)
     warehouse = ChdbWarehouse(data_dir / "warehouse")
+    try:
+        await warehouse.migrate()
+        await fill_warehouse(warehouse, project_id, affiliates, conversions)
+    finally:
+        await warehouse.close()
+    return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}
+
+
+async def generate_in(state: StateStore, warehouse: Warehouse, affiliates: int, conversions: int) -> dict:
+    """Any shape (the production one: Redis and a ClickHouse server), through the ports only."""
+    project_id, api_key = await _project(state)
+    await store_affiliates(state, project_id, affiliates)
     await warehouse.migrate()
+    await fill_warehouse(warehouse, project_id, affiliates, conversions)
+    return {"project_id": project_id, "api_key": api_key}
+
+
+async def _project(state: StateStore) -> tuple[str, str]:
+    project_id = await state.create_project("bench")
+    api_key = await state.create_key(project_id, ["service_role"])
+    await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    return project_id, api_key
+
+
+async def fill_warehouse(warehouse: Warehouse, project_id: str, affiliates: int, conversions: int) -> None:
     users = max(affiliates * 2, 1)
     params = {"project": project_id, "affiliates": affiliates, "users": users}
     steps = [
@@ -121,28 +158,48 @@ async def generate(data_dir: Path, affiliates: int, conversions: int) -> dict:
                 progress.update(count)
     # A live system's background merges fold each affiliate's rows together within minutes; measure that
     # steady state, not the moment right after a bulk load.
-    for table in (
-        "affiliates",
-        "affiliate_stats",
-        "affiliate_stats_daily",
-        "affiliate_stats_daily_by_user",
-        "affiliate_listing",
-    ):
+    for table in MERGED_TABLES:
         await warehouse.query(f"OPTIMIZE TABLE {table} FINAL")
-    await warehouse.close()
-    return {"data_dir": str(data_dir), "project_id": project_id, "api_key": api_key}
+
+
+async def store_affiliates(state: StateStore, project_id: str, affiliates: int) -> None:
+    """The affiliates and one code each through the StateStore port, STATE_CHUNK at a time concurrently."""
+    # The Redis client's pool holds 100 connections: any more calls at once fail instead of waiting.
+    connections = asyncio.Semaphore(STATE_CONNECTIONS)
+    with tqdm(total=affiliates, unit="affiliate", desc="state store") as progress:
+        for start in range(0, affiliates, STATE_CHUNK):
+            chunk = range(start, min(start + STATE_CHUNK, affiliates))
+            await asyncio.gather(*(_store_affiliate(state, project_id, n, connections) for n in chunk))
+            progress.update(len(chunk))
+
+
+async def _store_affiliate(state: StateStore, project_id: str, n: int, connections: asyncio.Semaphore) -> None:
+    async with connections:
+        await _store_one(state, project_id, n)
+
+
+async def _store_one(state: StateStore, project_id: str, n: int) -> None:
+    user = User(f"0x{n + 1:040x}", "evm_address")
+    affiliate = Affiliate(
+        id=f"evm_address:{user.identifier}", user=user, name=f"Affiliate {n}", status=STATUSES[n % 3],
+        region=REGIONS[n % 4], audience=AUDIENCES[n % 3], tax_status=TAXES[n % 4],
+        tier="gold" if n % 5 == 0 else None, created_at_ms=n,
+    )  # fmt: skip
+    # The warehouse rows are written by fill_warehouse, so nothing is published inside the blocks.
+    async with state.create_affiliate(project_id, affiliate):
+        pass
+    async with state.create_codes(project_id, user, 1, None):
+        pass
 
 
 def _state_rows(data_dir: Path, project_id: str, affiliates: int) -> None:
     """The same affiliates, and one code each, in the state store (a listing page reads them there)."""
-    statuses, regions = ("active", "pending", "suspended"), ("EU", "US", "APAC", "LATAM")
-    audiences, taxes = ("crypto", "gaming", "defi"), ("verified", "pending", "exempt", "missing")
     with sqlite3.connect(state_path(data_dir)) as db:
         db.executemany(
             "INSERT INTO affiliates (project_id, user_type, user_id, id, name, status, region, audience, tax_status,"
             " tier, created_ms) VALUES (?, 'evm_address', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(project_id, f"0x{n + 1:040x}", f"evm_address:0x{n + 1:040x}", f"Affiliate {n}", statuses[n % 3],
-              regions[n % 4], audiences[n % 3], taxes[n % 4], "gold" if n % 5 == 0 else None, n)
+            [(project_id, f"0x{n + 1:040x}", f"evm_address:0x{n + 1:040x}", f"Affiliate {n}", STATUSES[n % 3],
+              REGIONS[n % 4], AUDIENCES[n % 3], TAXES[n % 4], "gold" if n % 5 == 0 else None, n)
              for n in range(affiliates)],
         )  # fmt: skip
         db.executemany(

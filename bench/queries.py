@@ -23,7 +23,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,15 +226,22 @@ def production(context: Context, datasets: list[Dataset], runs: Runs) -> list[Me
             await state.close()
 
     meta, measures = asyncio.run(over_client())
+    with query_api({**env, **RATE_ENV}) as url:
+        return measures + http_measures(url, meta, datasets, "production", "HTTP, rewards query-api", runs)
+
+
+@contextmanager
+def query_api(env: dict[str, str]) -> Iterator[str]:
+    """A `rewards query-api` process on the engines of `env` (and its other settings); yields its URL."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "rewards", "query-api", "--port", str(port)],
-        env={**os.environ, "REWARDS_LOG_LEVEL": "warning", **env, **RATE_ENV},
+        env={**os.environ, "REWARDS_LOG_LEVEL": "warning", **env},
     )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, [process])
-        return measures + http_measures(url, meta, datasets, "production", "HTTP, rewards query-api", runs)
+        yield url
     finally:
         stop_processes([process])
 

@@ -108,12 +108,12 @@ async def list_affiliates(
     )
     rows, total = await queries.list_affiliates(backends.warehouse, principal.project_id, listing)
     users = [row.user for row in rows]
-    affiliates = [await backends.state.get_affiliate(principal.project_id, user) for user in users]
+    affiliates = await backends.state.affiliates_among(principal.project_id, users)
     codes = await backends.state.codes_of(principal.project_id, users)
     results = [
-        affiliate_json(affiliate, config, codes.get(row.user, []), row.figures)
-        for row, affiliate in zip(rows, affiliates, strict=True)
-        if affiliate is not None
+        affiliate_json(affiliates[row.user], config, codes.get(row.user, []), row.figures)
+        for row in rows
+        if row.user in affiliates
     ]
     return {
         "results": results,

@@ -1,4 +1,8 @@
-"""Two small ASGI middlewares. Starlette has no request-body limit of its own, hence the first."""
+"""Two small ASGI middlewares.
+
+The first limits request bodies. Starlette's RequestBodyLimitMiddleware (and FastAPI's `max_body_size`,
+which wraps it) answers 413 in its own body, plain text or FastAPI's `{"detail"}`, not the contract's
+error body, and only once the body is read; this one refuses by Content-Length before anything runs."""
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

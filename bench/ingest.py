@@ -183,7 +183,8 @@ def _code(api: httpx.Client, owner: str) -> str:
 
 
 def _use(api: httpx.Client, code: str, user: str) -> None:
-    api.patch(f"/referral_codes/{code}/use", json={"user_identifier": user, "user_identifier_type": "evm_address"})
+    body = {"user_identifier": user, "user_identifier_type": "evm_address"}
+    api.patch(f"/referral_codes/{code}/use", json=body).raise_for_status()
 
 
 def _drain(server, last_ids: dict[str, str], timeout_s: float = 600) -> float:

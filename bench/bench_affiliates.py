@@ -13,7 +13,6 @@ identical. `main` measures the embedded shape of one data dir only.
 import asyncio
 import json
 import sys
-import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ import typer
 from bench.context import Context
 from bench.generate_affiliates import generate, generate_in
 from bench.queries import query_api
-from bench.report import Figure, percentiles, render
+from bench.report import Figure, percentiles, render, time_awaits, time_calls
 from query_api.affiliates import queries
 from query_api.affiliates.router import window
 from rewards.affiliates import LEVELS
@@ -128,11 +127,9 @@ async def raw_tables(warehouse: Warehouse, project_id: str, runs: int) -> dict[s
     result = {}
     for name, params in CASES.items():
         sql, sql_params = raw_sql(listing_of(params), project_id)
-        samples, rows = [], []
-        for _ in range(runs):
-            start = time.perf_counter()
-            rows = await warehouse.query(sql, sql_params)
-            samples.append((time.perf_counter() - start) * 1000)
+        samples, rows = await time_awaits(
+            lambda _, sql=sql, sql_params=sql_params: warehouse.query(sql, sql_params), runs
+        )
         result[name] = (percentiles(samples)[0], _answer_of_raw(rows))
     return result
 
@@ -144,12 +141,8 @@ def over_http(url: str, api_key: str, runs: int) -> dict[str, tuple[list[float],
 
 
 def _timed_gets(client: httpx.Client, params: dict, runs: int) -> tuple[list[float], tuple]:
-    body = _get(client, params)  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        body = _get(client, params)
-        samples.append((time.perf_counter() - start) * 1000)
+    _get(client, params)  # warm-up
+    samples, body = time_calls(lambda _: _get(client, params), runs)
     return samples, _answer_of_http(body)
 
 

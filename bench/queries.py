@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import httpx
 
 from bench.context import Context
 from bench.generate_queries import Dataset, ensure
-from bench.report import Figure, percentiles
+from bench.report import Figure, percentiles, time_awaits, time_calls
 from query_api.claim_checks import queries as claim_queries
 from query_api.payouts import queries as payout_queries
 from rewards.domain.payouts import User
@@ -124,11 +123,7 @@ async def probes_of(dataset: Dataset, project_id: str) -> list[Probe]:
 async def _timed(call: Callable[[Probe], Awaitable], probes: list[Probe], runs: int) -> tuple[list[float], list]:
     """Samples (ms) of `runs` calls cycling over the probes, after one warm-up call of each; their answers."""
     answers = [await call(probe) for probe in probes]
-    samples = []
-    for run in range(runs):
-        start = time.perf_counter()
-        await call(probes[run % len(probes)])
-        samples.append((time.perf_counter() - start) * 1000)
+    samples, _ = await time_awaits(lambda run: call(probes[run % len(probes)]), runs)
     return samples, answers
 
 
@@ -177,11 +172,7 @@ def http_measures(url: str, meta: dict, datasets: list[Dataset], shape: str, way
 def _timed_gets(client: httpx.Client, path: str, params: list[dict], runs: int) -> list[float]:
     for each in params:
         client.get(path, params=each).raise_for_status()
-    samples = []
-    for run in range(runs):
-        start = time.perf_counter()
-        client.get(path, params=params[run % len(params)]).raise_for_status()
-        samples.append((time.perf_counter() - start) * 1000)
+    samples, _ = time_calls(lambda run: client.get(path, params=params[run % len(params)]).raise_for_status(), runs)
     return samples
 
 

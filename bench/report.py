@@ -7,6 +7,8 @@ machine is what stays comparable from one run to the next.
 import json
 import platform
 import statistics
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,26 @@ class Figure:
     ratio_note: str = ""
     target: str = ""
     met: bool | None = None
+
+
+def time_calls(call: Callable[[int], object], runs: int) -> tuple[list[float], object]:
+    """The milliseconds of `call(0)` … `call(runs - 1)`, one sample each, and the last answer."""
+    samples, answer = [], None
+    for run in range(runs):
+        start = time.perf_counter()
+        answer = call(run)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples, answer
+
+
+async def time_awaits(call: Callable[[int], Awaitable], runs: int) -> tuple[list[float], object]:
+    """`time_calls` for a coroutine function."""
+    samples, answer = [], None
+    for run in range(runs):
+        start = time.perf_counter()
+        answer = await call(run)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples, answer
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:

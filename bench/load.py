@@ -60,6 +60,7 @@ def batch_body(ids: list[str], number: int) -> bytes:
 
 
 async def _connection(session, url, key, run, connection, stop_at, results, pace):
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     for number in itertools.count():
         await pace()
         if time.monotonic() >= stop_at:
@@ -67,7 +68,7 @@ async def _connection(session, url, key, run, connection, stop_at, results, pace
         ids = batch_ids(run, connection, number)
         body = batch_body(ids, number)
         started = time.perf_counter()
-        async with session.post(url, data=body, headers={"Authorization": f"Bearer {key}"}) as response:
+        async with session.post(url, data=body, headers=headers) as response:
             answer = await response.read()
         results["latencies"].append((time.perf_counter() - started) * 1000)
         if response.status == 200:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from rewards.domain.amounts import format_amount
+from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import MAX_LEVELS, User
 from rewards.domain.timestamps import format_timestamp
@@ -20,7 +20,7 @@ class Figures:
 
     @property
     def total_volume(self) -> Decimal:
-        return sum(self.volumes, Decimal(0))
+        return exact_sum(self.volumes)
 
 
 NO_FIGURES = Figures((Decimal(0),) * MAX_LEVELS, Decimal(0), 0)

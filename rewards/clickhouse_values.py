@@ -2,10 +2,7 @@
 
 import functools
 import time
-
-# The span of ClickHouse DateTime64 values we use: 1970-01-01 up to the type's end, 2299-12-31T23:59:59.999Z.
-MIN_MS = 0
-MAX_MS = 10_413_791_999_999
+from decimal import Decimal
 
 
 def ch_datetime(ms: int) -> str:
@@ -18,12 +15,51 @@ def _second_text(second: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
 
 
-def param_text(value: object) -> object:
-    """A query parameter as ClickHouse parses it from text: arrays as quoted literals, the rest unchanged."""
+# Query parameters. ClickHouse reads the value of a `{name:Type}` parameter as text in its *escaped* format
+# (TabSeparated's), however it arrives (chdb's `params`, the HTTP interface's `param_<name>`). For a String that
+# makes a backslash start an escape sequence (`\N` is NULL, read by a String as ''; `\x41` is 'A'; a lone final
+# `\` is an error) and makes a tab or a newline end the value (an error: "not parsed completely"). An array is
+# read as a literal, `['a','b']`, whose quoted elements take backslash escapes too. So every value is escaped
+# exactly once on its way, or a client's text would reach the engine as something else, or break the query.
+#
+# chdb passes our text to the engine unchanged: `param_text` does it all. clickhouse-connect (1.12) does that last
+# step itself when it binds server-side (`binding.format_bind_value`): a str is escaped (`escape_str`: backslash,
+# quote, backquote, tab, newline) and a list becomes a literal of such escaped, quoted elements, the very rules of
+# `param_text`. Given `param_text`'s output it would escape it a second time, so that adapter binds `param_value`,
+# which adds only what clickhouse-connect lacks: it writes a tuple as a Tuple literal `(...)`, which no Array
+# parameter accepts, and a bool as `True`, which UInt8 refuses. tests/test_escaping.py sends the same values
+# through both adapters.
+
+
+def param_value(value: object) -> object:
+    """A query parameter before its text is escaped: arrays (list or tuple) as lists, bools as 1 or 0."""
+    if isinstance(value, bool):
+        return int(value)
     if isinstance(value, list | tuple):
-        return "[" + ",".join(str(item) if isinstance(item, int) else _quoted(str(item)) for item in value) + "]"
+        return [param_value(item) for item in value]
     return value
 
 
-def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def param_text(value: object) -> str:
+    """A query parameter as the exact text ClickHouse parses it from (see above): for chdb."""
+    value = param_value(value)
+    if value is None:
+        return "\\N"
+    if isinstance(value, list):
+        return _literal(value)
+    return str(value).translate(_ESCAPED)
+
+
+# What the escaped format reads specially in a value; any other character (quotes, \r, NUL, ...) stands for itself.
+_ESCAPED = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n"})
+
+
+def _literal(value: object) -> str:
+    """A value as an element of an array literal."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, list):
+        return "[" + ",".join(_literal(item) for item in value) + "]"
+    if isinstance(value, int | float | Decimal):
+        return str(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

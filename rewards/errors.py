@@ -2,7 +2,21 @@
 
 from http import HTTPStatus
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class ErrorBody(BaseModel):
+    """The body of every 4xx/5xx answer; `message` is a list when several fields are wrong (OpenAPI only:
+    `error_body` builds the same shape as a plain dict)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"statusCode": 400, "error": "Bad Request", "message": "quantity must be between 1 and 50"}]
+        }
+    )
+    statusCode: int
+    error: str
+    message: str | list[str]
 
 
 class ApiError(Exception):
@@ -58,6 +72,8 @@ def _message(field: str, error: dict) -> str:
             return f"{field} must be a string"
         case "int_type" | "int_parsing" | "int_from_float":
             return f"{field} must be an integer"
+        case "int_parsing_size":
+            return f"{field} is too large"
         case "bool_type" | "bool_parsing":
             return f"{field} must be a boolean"
         case "dict_type" | "model_type" | "model_attributes_type":

@@ -1,13 +1,32 @@
-"""Two small ASGI middlewares.
+"""Small ASGI middlewares: the contract's answers where Starlette's own would not give them.
 
 The first limits request bodies. Starlette's RequestBodyLimitMiddleware (and FastAPI's `max_body_size`,
 which wraps it) answers 413 in its own body, plain text or FastAPI's `{"detail"}`, not the contract's
-error body, and only once the body is read; this one refuses by Content-Length before anything runs."""
+error body, and only once the body is read; this one refuses by Content-Length before anything runs.
+
+The second refuses bodies that are not JSON (415): without it any Content-Type would be parsed as JSON.
+
+The third answers an unexpected exception with the contract's 500 and keeps the connection: Starlette's
+ServerErrorMiddleware sends its 500 and then re-raises, and uvicorn then closes the keep-alive connection
+(and logs the traceback a second time)."""
 
 import orjson
+import structlog
+from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards.errors import error_body
+
+log = structlog.get_logger(__name__)
+
+UNHANDLED_ERRORS = Counter("rewards_http_unhandled_errors_total", "Requests answered 500 by an unexpected exception")
+
+
+async def send_error(send: Send, status: int, message: str | list[str]) -> None:
+    body = orjson.dumps(error_body(status, message))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _TooLarge(Exception):
@@ -50,10 +69,89 @@ class BodyLimitMiddleware:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = orjson.dumps(error_body(413, f"Request body must not be larger than {self.max_body_bytes} bytes"))
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 413, f"Request body must not be larger than {self.max_body_bytes} bytes")
+
+
+def is_json_media_type(content_type: bytes) -> bool:
+    """`application/json` or `application/<anything>+json`, any parameters (`; charset=utf-8`), any case."""
+    media = content_type.partition(b";")[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+class JsonContentTypeMiddleware:
+    """Refuse a non-empty request body that is not declared JSON with 415 (API.md §0: bodies are JSON).
+
+    A request without a body passes whatever its Content-Type (or none): POST /referral_codes takes its
+    fields from the query string then, as the published client sends them. Whether there is a body is
+    told by Content-Length; a chunked body is peeked at until its first byte (or its end)."""
+
+    METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+    MESSAGE = "Content-Type must be application/json"
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in self.METHODS:
+            return await self.app(scope, receive, send)
+        content_type = length = None
+        chunked = False
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = True
+        if content_type is not None and is_json_media_type(content_type):
+            return await self.app(scope, receive, send)
+        if not chunked:
+            if length is None or length.strip() == b"0":
+                return await self.app(scope, receive, send)
+            return await send_error(send, 415, self.MESSAGE)
+        first = await receive()
+        while first["type"] == "http.request" and not first.get("body") and first.get("more_body", False):
+            first = await receive()
+        if first["type"] == "http.request" and first.get("body"):
+            return await send_error(send, 415, self.MESSAGE)
+        replayed = False
+
+        async def replaying_receive() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, replaying_receive, send)
+
+
+class UnhandledErrorMiddleware:
+    """An unexpected exception: logged once, counted, answered 500 with the contract's body, and the
+    connection kept. Once the response has started no 500 can be sent: the exception goes on, uvicorn
+    logs it and closes the connection (the only way left to tell the client the response is broken)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            UNHANDLED_ERRORS.inc()
+            if started:
+                raise  # uvicorn logs it (once) and closes the connection
+            log.exception("unhandled error", method=scope["method"], path=scope["path"])
+            await send_error(send, 500, "Internal Server Error")
 
 
 class StateHeadersMiddleware:

@@ -5,10 +5,9 @@ from dataclasses import dataclass
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rewards.clickhouse_values import MAX_MS, MIN_MS
-from rewards.domain.amounts import InvalidAmount, parse_decimal
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
-from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
+from rewards.domain.limits import MAX_NESTING, LimitError, parse_amount, too_deep
+from rewards.domain.timestamps import InvalidTimestamp, parse_time_ms
 from rewards.errors import validation_messages
 
 MAX_EVENTS_PER_BATCH = 100
@@ -73,7 +72,7 @@ def validate_batch(payload: object) -> list[ValidEvent]:
     A batch that fails the first step is checked again event by event, to name every problem."""
     raw_events = payload.get("events") if isinstance(payload, dict) else None
     if isinstance(raw_events, list):
-        _check_sizes(raw_events)
+        _check_raw(raw_events)
     try:
         events = BatchIn.model_validate(payload).events
     except ValidationError as exc:
@@ -111,7 +110,7 @@ def _event_messages(raw: object, prefix: str, messages: list[str]) -> ValidEvent
 def validate_event(raw: object) -> ValidEvent:
     if not isinstance(raw, dict):
         raise InvalidEvents(["event must be an object"])
-    _check_sizes([raw], single=True)
+    _check_raw([raw], single=True)
     try:
         event = EventIn.model_validate(raw)
     except ValidationError as exc:
@@ -123,14 +122,25 @@ def validate_event(raw: object) -> ValidEvent:
     return valid
 
 
-def _check_sizes(raw_events: list, single: bool = False) -> None:
+def _check_raw(raw_events: list, single: bool = False) -> None:
+    """Depth, then size, of each event as sent: checked before anything walks the event recursively."""
+    names = ["event" if single else f"events[{index}]" for index in range(len(raw_events))]
+    too_nested = [
+        f"{name}.{field} must not be nested deeper than {MAX_NESTING} levels"
+        for name, raw in zip(names, raw_events, strict=True)
+        if isinstance(raw, dict)
+        for field, value in raw.items()
+        if too_deep(value)
+    ]
+    if too_nested:
+        raise InvalidEvents(too_nested)
     too_large = [
-        "event" if single else f"events[{index}]"
-        for index, raw in enumerate(raw_events)
+        f"{name} must not be larger than {MAX_EVENT_BYTES} bytes"
+        for name, raw in zip(names, raw_events, strict=True)
         if isinstance(raw, dict) and len(orjson.dumps(raw)) > MAX_EVENT_BYTES
     ]
     if too_large:
-        raise InvalidEvents([f"{name} must not be larger than {MAX_EVENT_BYTES} bytes" for name in too_large])
+        raise InvalidEvents(too_large)
 
 
 def _valid(event: EventIn, dot: str, messages: list[str]) -> ValidEvent:
@@ -140,9 +150,7 @@ def _valid(event: EventIn, dot: str, messages: list[str]) -> ValidEvent:
     timestamp_ms = None
     if event.timestamp is not None:
         try:
-            timestamp_ms = parse_timestamp_ms(event.timestamp)
-            if not MIN_MS <= timestamp_ms <= MAX_MS:
-                raise InvalidTimestamp("must be between 1970-01-01 and 2299-12-31")
+            timestamp_ms = parse_time_ms(event.timestamp)
         except InvalidTimestamp as exc:
             messages.append(f"{dot}timestamp {exc}")
     return ValidEvent(
@@ -165,8 +173,8 @@ def _check_amounts(args: dict | None, dot: str, messages: list[str]) -> None:
             messages.append(f"{dot}args.{key} must be an object with an amount")
             continue
         try:
-            parse_decimal(arg["amount"])
-        except InvalidAmount as exc:
+            parse_amount(arg["amount"])
+        except LimitError as exc:
             messages.append(f"{dot}args.{key}.amount {exc}")
 
 

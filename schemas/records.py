@@ -4,6 +4,7 @@ These are a published contract for downstream consumers: add optional fields, ne
 or remove one. Serialized as JSON; amounts are decimal strings, times epoch milliseconds.
 """
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import orjson
@@ -87,6 +88,7 @@ class ClaimCheckRecord(BaseModel):
 AnyRecord = ConversionRecord | CodeUseRecord | CodesCreatedRecord | AffiliateRecord | ClaimCheckRecord
 Record = Annotated[AnyRecord, Field(discriminator="type")]
 _records = TypeAdapter(list[Record])
+_record = TypeAdapter(Record)
 
 
 def dump_records(records: list[AnyRecord]) -> bytes:
@@ -115,3 +117,50 @@ def dump_conversions(project_id: str, batch_id: str, received_ms: int, events: l
 
 def load_records(payload: bytes) -> list[AnyRecord]:
     return _records.validate_json(payload)
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A message, or one item of a message, that is not a record of this contract. Never retried: the
+    workers set it aside as a dead letter, with the text and the reason."""
+
+    payload: bytes
+    reason: str
+    project_id: str = ""
+
+
+def decode_message(payload: bytes) -> list[AnyRecord | Undecodable]:
+    """The records of one message; what cannot be read stands in its place as Undecodable. A message
+    that fails as a whole is read again item by item, so one bad item costs only itself."""
+    try:
+        return _records.validate_json(payload)
+    except Exception:  # any way the fast path fails (pydantic's errors, its JSON depth limit) is retried below
+        pass
+    try:
+        items = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        return [Undecodable(payload, f"not JSON: {exc}")]
+    if not isinstance(items, list):
+        return [Undecodable(payload, "not a JSON array of records")]
+    return [_decode_item(item) for item in items]
+
+
+def _decode_item(item: object) -> AnyRecord | Undecodable:
+    try:
+        return _record.validate_python(item)
+    except Exception as exc:
+        project_id = item.get("project_id") if isinstance(item, dict) else None
+        return Undecodable(
+            _text(item), f"not a record: {exc}"[:1000], project_id if isinstance(project_id, str) else ""
+        )
+
+
+def _text(item: object) -> bytes:
+    try:
+        return orjson.dumps(item)
+    except TypeError:  # nested deeper than orjson writes
+        pass
+    try:
+        return repr(item).encode()
+    except RecursionError:
+        return b""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from rewards.ports import Delivery
-from schemas.records import AnyRecord, load_records
+from schemas.records import AnyRecord, Undecodable, decode_message
 from stream_workers.plans import PlanStore, plan_key
 
 log = structlog.get_logger(__name__)
@@ -26,16 +26,16 @@ class Message:
     partition: int
     offset: int
     value: bytes
-    _records: list[AnyRecord] | None = field(default=None, repr=False)
+    _records: list[AnyRecord | Undecodable] | None = field(default=None, repr=False)
 
     @property
     def tp(self) -> TP:
         return self.topic, self.partition
 
     @property
-    def records(self) -> list[AnyRecord]:
+    def records(self) -> list[AnyRecord | Undecodable]:
         if self._records is None:
-            self._records = load_records(self.value)
+            self._records = decode_message(self.value)
         return self._records
 
 

@@ -3,21 +3,44 @@
 A delivery is written with one insert per table under the delivery's token, so a delivery seen
 again after a crash (written, not yet committed) writes nothing twice. Only then does the state
 store learn of it (events marked processed, new claim checks registered), idempotently too.
+
+One bad record never holds up the others: each record's rows are computed on their own, and a record
+that cannot be read or computed (computing is pure, so such a failure would repeat forever) becomes a
+row of `dead_letters`, with the reason, instead of its rows. Failures of the engines (reading the state
+store, inserting) fail the whole delivery, which is retried.
 """
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import structlog
+from prometheus_client import Counter
+from pydantic import ValidationError
+
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
-from rewards.domain.payout_config import PayoutConfig, TokenCurrency
+from rewards.domain.limits import check_time_ms
+from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery, StateStore, Warehouse
-from schemas.records import AffiliateRecord, ClaimCheckRecord, CodesCreatedRecord, CodeUseRecord, ConversionRecord
+from schemas.records import (
+    AffiliateRecord,
+    ClaimCheckRecord,
+    CodesCreatedRecord,
+    CodeUseRecord,
+    ConversionRecord,
+    Undecodable,
+)
 from stream_workers import rows
 
-TABLES = ("conversions", "payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates", "claim_checks")
+log = structlog.get_logger(__name__)
+DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside as dead letters", ["record_type"])
+
+TABLES = (
+    "conversions", "payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates", "claim_checks",
+    "dead_letters",
+)  # fmt: skip
 
 
 @dataclass
@@ -26,6 +49,15 @@ class _Writes:
     processed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     new_checks: dict[str, list[claim_checks.ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
+
+    def merge(self, other: "_Writes") -> None:
+        for table, table_rows in other.rows.items():
+            self.rows[table] += table_rows
+        for project_id, dedup_ids in other.processed.items():
+            self.processed[project_id] += dedup_ids
+        for project_id, checks in other.new_checks.items():
+            self.new_checks[project_id] += checks
+        self.payouts += other.payouts
 
 
 @dataclass(frozen=True)
@@ -37,6 +69,13 @@ class _Project:
     tiers: dict[User, str | None]  # the tier of each level-1 referrer among them
 
 
+@dataclass(frozen=True)
+class _Unusable:
+    """A project whose stored configuration cannot be read (stored before today's checks)."""
+
+    reason: str
+
+
 async def process_delivery(delivery: Delivery, state: StateStore, warehouse: Warehouse) -> int:
     """Write one delivery; returns the number of payouts written."""
     writes = _Writes()
@@ -44,14 +83,50 @@ async def process_delivery(delivery: Delivery, state: StateStore, warehouse: War
     records = await _not_yet_processed(delivery.records, state)
     projects = await _projects_of(records, state)
     for record in records:
-        _add(record, projects[record.project_id], writes, created)
+        _add_alone(record, projects, writes, created, delivery.token)
     for table in TABLES:
         await warehouse.insert(table, writes.rows[table], f"{delivery.token}:{table}")
     for project_id, checks in writes.new_checks.items():
         await state.register_claim_checks(project_id, checks)
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
+    _count_dead_letters(writes.rows["dead_letters"], delivery.token)
     return writes.payouts
+
+
+def _add_alone(record, projects: dict, writes: _Writes, created: int, token: str) -> None:
+    """Add the record's rows, or, if it cannot be read or computed, a dead letter in their place."""
+    if isinstance(record, Undecodable):
+        writes.rows["dead_letters"].append(rows.dead_letter_row(record, record.reason, token, created))
+        return
+    project = projects[record.project_id]
+    if isinstance(project, _Unusable):
+        if isinstance(record, ConversionRecord | CodeUseRecord):  # the only records the configuration pays
+            writes.rows["dead_letters"].append(rows.dead_letter_row(record, project.reason, token, created))
+            return
+        project = _Project(EMPTY_CONFIG, {}, {})
+    own = _Writes()
+    try:
+        _add(record, project, own, created)
+    except Exception as exc:  # deterministic: computing a record's rows reads nothing but the record
+        reason = f"{type(exc).__name__}: {exc}"
+        writes.rows["dead_letters"].append(rows.dead_letter_row(record, reason, token, created))
+        return
+    writes.merge(own)
+
+
+def _count_dead_letters(dead: list[dict], token: str) -> None:
+    """Counted and logged once written (a delivery retried after a failed insert counts them once)."""
+    for row in dead:
+        DEAD_LETTERS.labels(row["record_type"]).inc()
+        log.error(
+            "record set aside as a dead letter",
+            project_id=row["project_id"],
+            record_type=row["record_type"],
+            source_id=row["source_id"],
+            reason=row["reason"],
+            delivery=token,
+        )
 
 
 async def _not_yet_processed(records: list, state: StateStore) -> list:
@@ -73,22 +148,35 @@ async def _not_yet_processed(records: list, state: StateStore) -> list:
     return kept
 
 
-async def _projects_of(records: list, state: StateStore) -> dict[str, _Project]:
+async def _projects_of(records: list, state: StateStore) -> dict[str, _Project | _Unusable]:
     """Each project's config, and the referral chains its conversions pay along: a few round trips to
     the state store per delivery rather than two per event."""
     paying: dict[str, list[User]] = defaultdict(list)
-    configs: dict[str, PayoutConfig] = {}
+    configs: dict[str, PayoutConfig | _Unusable] = {}
     for record in records:
+        if isinstance(record, Undecodable):
+            continue
         if record.project_id not in configs:
-            configs[record.project_id] = await state.get_config(record.project_id)
-        if isinstance(record, ConversionRecord) and _pays(record, configs[record.project_id]):
+            configs[record.project_id] = await _config_of(record.project_id, state)
+        config = configs[record.project_id]
+        if isinstance(record, ConversionRecord) and isinstance(config, PayoutConfig) and _pays(record, config):
             paying[record.project_id].append(User(record.user_identifier, record.user_identifier_type))
-    projects = {}
+    projects: dict[str, _Project | _Unusable] = {}
     for project_id, config in configs.items():
+        if isinstance(config, _Unusable):
+            projects[project_id] = config
+            continue
         chains = await state.referrer_chains(project_id, paying[project_id], engine.MAX_LEVELS)
         affiliates = await state.affiliates_among(project_id, list({chain[0] for chain in chains.values() if chain}))
         projects[project_id] = _Project(config, chains, {user: a.tier for user, a in affiliates.items()})
     return projects
+
+
+async def _config_of(project_id: str, state: StateStore) -> PayoutConfig | _Unusable:
+    try:
+        return await state.get_config(project_id)
+    except ValidationError as exc:  # the stored document, not the store: reading it again would fail again
+        return _Unusable(f"the project's stored payout configuration is invalid: {exc}"[:1000])
 
 
 def _pays(record: ConversionRecord, config: PayoutConfig) -> bool:
@@ -98,6 +186,7 @@ def _pays(record: ConversionRecord, config: PayoutConfig) -> bool:
 def _add(record, project: _Project, writes: _Writes, created: int) -> None:
     config = project.config
     if isinstance(record, ConversionRecord):
+        check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
         writes.rows["conversions"].append(rows.conversion_row(record))
         source = rows.conversion_source(record)
         payouts, volumes = _conversion_effects(record, project)

@@ -8,7 +8,16 @@ from rewards.clickhouse_values import ch_datetime
 from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck, to_record
 from rewards.domain.payouts import Payout, Volume
-from schemas.records import AffiliateRecord, ClaimCheckRecord, CodesCreatedRecord, CodeUseRecord, ConversionRecord
+from schemas.records import (
+    AffiliateRecord,
+    ClaimCheckRecord,
+    CodesCreatedRecord,
+    CodeUseRecord,
+    ConversionRecord,
+    Undecodable,
+)
+
+MAX_DEAD_LETTER_PAYLOAD = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -129,3 +138,31 @@ def _payout_row(source: PayoutSource, index: int, payout: Payout, created_at_ms:
         "happened_at": ch_datetime(source.happened_at_ms),
         "created_at": ch_datetime(created_at_ms),
     }
+
+
+def dead_letter_row(record, reason: str, delivery: str, failed_at_ms: int) -> dict:
+    """A record set aside (or what could be read of it), with why: kept for an operator to inspect."""
+    if isinstance(record, Undecodable):
+        record_type, source_id, payload = "undecodable", "", record.payload
+    else:
+        record_type, source_id = record.type, _source_id(record)
+        try:
+            payload = orjson.dumps(record.__dict__)
+        except TypeError:  # e.g. nested deeper than orjson writes: what it was is in the reason
+            payload = repr({k: v for k, v in record.__dict__.items() if k not in ("args", "metadata")}).encode()
+    return {
+        "project_id": record.project_id,
+        "record_type": record_type,
+        "source_id": source_id,
+        "reason": reason[:1000],
+        "payload": payload[:MAX_DEAD_LETTER_PAYLOAD].decode(errors="replace"),
+        "delivery": delivery,
+        "failed_at": ch_datetime(failed_at_ms),
+    }
+
+
+def _source_id(record) -> str:
+    for name in ("dedup_id", "use_id", "id"):
+        if isinstance(value := getattr(record, name, None), str):
+            return value
+    return ""

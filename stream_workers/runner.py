@@ -24,7 +24,13 @@ async def run_worker(
 ) -> None:
     log.info("worker started")
     while not stop.is_set():
-        deliveries = await source.poll(MAX_DELIVERIES, poll_timeout_s)
+        try:
+            deliveries = await source.poll(MAX_DELIVERIES, poll_timeout_s)
+        except Exception:  # the worker never dies of one failure: it would stop every project's payouts
+            FAILURES.inc()
+            log.exception("reading the event log failed; retrying")
+            await asyncio.sleep(RETRY_DELAY_S)
+            continue
         written = []
         for delivery in deliveries:
             try:
@@ -36,7 +42,13 @@ async def run_worker(
                 break
             written.append(delivery)
         if written:
-            await source.commit(written)
+            try:
+                await source.commit(written)
+            except Exception:  # written under their tokens: read again, they are written once
+                FAILURES.inc()
+                log.exception("committing deliveries failed; they will be read again")
+                await asyncio.sleep(RETRY_DELAY_S)
+                continue
             DELIVERIES.inc(len(written))
         if len(written) < len(deliveries):
             await asyncio.sleep(RETRY_DELAY_S)

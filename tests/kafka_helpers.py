@@ -20,7 +20,11 @@ from schemas.records import ConversionRecord
 from schemas.topics import EVENTS_TOPIC
 
 PARTITIONS = 4  # of the events topic the tests create
-CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}]}
+CONFIG = {
+    "default_tier": None,
+    "tiers": [],
+    "conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}],
+}
 POINTS_PER_EVENT = 7
 TIMESTAMP_MS = 1_700_000_000_000
 

@@ -10,7 +10,11 @@ import pytest
 from tests.conftest import event, evm
 from tests.harness import Admin, Api, Server
 
-CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}]}
+CONFIG = {
+    "default_tier": None,
+    "tiers": [],
+    "conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}],
+}
 
 
 def test_sigkill_right_after_the_200_loses_nothing_and_pays_once(tmp_path):
@@ -50,7 +54,9 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
     assert body["project_id"] == project and body["scopes"] == ["service_role"] and body["api_key"].startswith("rk_")
 
     config_file = tmp_path / "config.yaml"
-    config_file.write_text("conversions:\n  - event_name: signup\n    base: {fixed: '100'}\n")
+    config_file.write_text(
+        "default_tier: null\ntiers: []\nconversions:\n  - event_name: signup\n    base: {fixed: '100'}\n"
+    )
     loaded = rewards("project", "config", "--project", project, "--file", str(config_file), data_dir=data)
     assert loaded.returncode == 0, loaded.stderr
     with Api(embedded_server, body["api_key"], project) as api:

@@ -68,7 +68,7 @@ CONFIG = PayoutConfig.model_validate(
         "conversions": [
             {"event_name": "swap", "base": {"rate_of": "revenue", "rate": "0.3"},
              "currency": {"address": "0xa0b8", "chain_id": 1, "name": "USDC", "decimals": 6}},
-            {"event_name": "tiny", "base": {"fixed": "0.0000000000000000001"}, "end_user_reward": {"rate": "1"}},
+            {"event_name": "tiny", "base": {"fixed": "0.000000000000000001"}, "end_user_reward": {"rate": "0.5"}},
         ],
     }
 )  # fmt: skip

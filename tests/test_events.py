@@ -54,7 +54,7 @@ def test_event_validation_rules(api):
     error_of(api.post("/events/batch", json=batch(*[event(f"m{i}") for i in range(101)])), 400)
     error_of(api.post("/events/batch", json=batch(event("t", timestamp="yesterday"))), 400)
     error_of(api.post("/events/batch", json=batch(event("v", args={"value": {"amount": "abc"}}))), 400)
-    error_of(api.post("/events/batch", content=b"not json"), 400)
+    error_of(api.post("/events/batch", content=b"not json", headers={"Content-Type": "application/json"}), 400)
 
 
 def test_nested_user_form_and_timestamps_are_accepted(api):

@@ -108,7 +108,8 @@ def test_summary_requires_point_and_starts_at_zero(api):
 
 def test_leaderboards_rank_ties_and_filter(api):
     rule = {"event_name": "purchase", "base": {"rate_of": "value", "rate": "1"}, "end_user_reward": {"rate": "1"}}
-    api.put("/projects/config", json={"conversions": [rule]})
+    config = {"default_tier": None, "tiers": [], "conversions": [rule]}
+    assert api.put("/projects/config", json=config).status_code == 200
     amounts = {1: "30", 2: "20", 3: "20", 4: "10"}
     events = [purchase(f"l{n}", n, a, timestamp="2026-03-01T10:30:00.000Z") for n, a in amounts.items()]
     events.append(purchase("late", 4, "100", timestamp="2026-03-02T00:00:00.000Z"))

@@ -13,7 +13,11 @@ import pytest
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api, ProductionServer, free_port, stop_processes, wait_healthy
 
-CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}]}
+CONFIG = {
+    "default_tier": None,
+    "tiers": [],
+    "conversions": [{"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}}],
+}
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rewards.affiliates import affiliate_json, all_time_figures
 from rewards.domain.timestamps import now_ms
 from rewards.errors import ApiError, bad_request, validation_messages
-from rewards.http import backends_of, guard, json_body, parse_user
+from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Affiliate, Principal
 from schemas.records import AffiliateRecord, dump_records
 
@@ -30,7 +30,12 @@ class CreateAffiliate(BaseModel):
     tier: str | None = Field(None, max_length=64)
 
 
-@router.post("", status_code=201)
+@router.post(
+    "",
+    status_code=201,
+    openapi_extra=request_body_doc(CreateAffiliate),
+    responses={409: {"description": "Affiliate already exists: the user is registered"}, **LOG_UNAVAILABLE},
+)
 async def create_affiliate(request: Request, principal: Principal = Depends(guard("service_role"))):
     try:
         fields = CreateAffiliate.model_validate(json_body(await request.body()))

@@ -12,9 +12,9 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewards.domain import claim_checks
-from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_timestamp_ms
+from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.errors import bad_request, validation_messages
-from rewards.http import backends_of, guard, json_body, parse_user
+from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
 from schemas.records import dump_records
 
@@ -41,7 +41,7 @@ class RecordClaims(BaseModel):
     @classmethod
     def _timestamp(cls, value: int | str | None) -> int | None:
         try:
-            return None if value is None else parse_timestamp_ms(value)
+            return None if value is None else parse_time_ms(value)
         except InvalidTimestamp as exc:
             raise ValueError(str(exc)) from exc
 
@@ -61,7 +61,14 @@ async def _update(request: Request, project_id: str, ids: list[str], change, own
     return checks
 
 
-@router.post("/close")
+CHANGE_RESPONSES = {
+    404: {"description": "A claim check is not found (or, when closing, is not the user's)"},
+    409: {"description": "Conflict: a check is not in a state that allows the change"},
+    **LOG_UNAVAILABLE,
+}
+
+
+@router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CHANGE_RESPONSES)
 async def close_checks(request: Request, principal: Principal = Depends(guard("service_role"))):
     """Moves the user's open checks to `closed`; closing a closed check again is a no-op."""
     fields: CloseChecks = _parse(CloseChecks, await request.body())
@@ -70,7 +77,7 @@ async def close_checks(request: Request, principal: Principal = Depends(guard("s
     return [claim_checks.check_json(check) for check in checks]
 
 
-@router.post("/claims")
+@router.post("/claims", openapi_extra=request_body_doc(RecordClaims), responses=CHANGE_RESPONSES)
 async def record_claims(request: Request, principal: Principal = Depends(guard("service_role"))):
     """Closed checks become `claimed` by a transaction; the same hash and ids again is a no-op.
     `claimed` counts the listed checks now claimed by this hash, so a retry answers as the first call."""

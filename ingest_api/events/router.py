@@ -5,7 +5,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ingest_api.events.service import accept_events
 from rewards.errors import ApiError, bad_request
-from rewards.http import backends_of, guard, parse_user
+from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
 from rewards.ports import Principal
 from schemas.events import BatchIn, EventIn, InvalidEvents, parse_json, validate_batch, validate_event
 
@@ -16,7 +16,14 @@ def _json_body(model) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
-@router.post("/events/batch", openapi_extra=_json_body(BatchIn), responses={200: {"description": "Accepted"}})
+BATCH_RESPONSES = {
+    200: {"description": "Accepted"},
+    409: {"description": "Conflict: the Idempotency-Key was used before with a different body"},
+    **LOG_UNAVAILABLE,
+}
+
+
+@router.post("/events/batch", openapi_extra=_json_body(BatchIn), responses=BATCH_RESPONSES)
 async def post_batch(
     request: Request,
     principal: Principal = Depends(guard("SendTrackingEvent", "events_batch")),
@@ -35,7 +42,12 @@ async def post_batch(
     return {"ingested_events": count}
 
 
-@router.post("/events", status_code=201, openapi_extra=_json_body(EventIn))
+@router.post(
+    "/events",
+    status_code=201,
+    openapi_extra=_json_body(EventIn),
+    responses={409: {"description": "Event already exists: its dedup_id is known"}, **LOG_UNAVAILABLE},
+)
 async def post_event(request: Request, principal: Principal = Depends(guard("SendTrackingEvent", "events_single"))):
     try:
         event = validate_event(parse_json(await request.body()))

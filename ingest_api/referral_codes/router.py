@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 from ingest_api.referral_codes.schemas import CreateCodes, UpdateCode, UseCode, code_json
 from rewards.domain.timestamps import format_timestamp
 from rewards.errors import bad_request, not_found, validation_messages
-from rewards.http import PageParams, backends_of, guard, json_body, parse_user
+from rewards.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
 from schemas.records import CodesCreatedRecord, dump_records
 
@@ -27,7 +27,12 @@ async def _fields(request: Request, model: type[BaseModel], query_allowed: bool 
         raise bad_request(validation_messages(exc)) from exc
 
 
-@router.post("", status_code=201)
+@router.post(
+    "",
+    status_code=201,
+    openapi_extra=request_body_doc(CreateCodes, required=False, query=True),
+    responses=LOG_UNAVAILABLE,
+)
 async def create_codes(
     request: Request, principal: Principal = Depends(guard("service_role", "referral_codes_create"))
 ):
@@ -46,7 +51,7 @@ async def create_codes(
     return JSONResponse([code_json(r) for r in records], status_code=201)
 
 
-@router.get("")
+@router.get("", responses={404: {"description": "No referral codes found for this user"}})
 async def list_codes(
     request: Request,
     user_identifier: str | None = None,
@@ -81,7 +86,10 @@ async def referral_status(
     }
 
 
-@router.get("/{code}")
+CODE_NOT_FOUND = {404: {"description": "Referral code not found"}}
+
+
+@router.get("/{code}", responses=CODE_NOT_FOUND)
 async def get_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
     record = await backends_of(request).state.get_code(principal.project_id, code)
     if record is None:
@@ -89,14 +97,25 @@ async def get_code(request: Request, code: str, principal: Principal = Depends(g
     return code_json(record)
 
 
-@router.patch("/{code}")
+@router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses=CODE_NOT_FOUND)
 async def update_code(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
     fields: UpdateCode = await _fields(request, UpdateCode, query_allowed=False)
     record = await backends_of(request).state.set_max_uses(principal.project_id, code, fields.max_uses)
     return code_json(record)
 
 
-@router.patch("/{code}/use")
+USE_RESPONSES = {
+    400: {"description": "The owner using their own code, or a use that would make a referral cycle"},
+    **CODE_NOT_FOUND,
+    409: {"description": "Conflict: the user is already referred"},
+    422: {"description": "Unprocessable Entity: the code is unavailable (its max_uses is reached)"},
+    **LOG_UNAVAILABLE,
+}
+
+
+@router.patch(
+    "/{code}/use", openapi_extra=request_body_doc(UseCode, required=False, query=True), responses=USE_RESPONSES
+)
 async def use_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
     fields: UseCode = await _fields(request, UseCode)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)

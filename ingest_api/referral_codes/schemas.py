@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rewards.domain.referrals import CodeRecord
 from rewards.domain.timestamps import format_timestamp
 
-MaxUses = Annotated[int, Field(gt=0)] | None
+MaxUses = Annotated[int, Field(gt=0, le=2**31 - 1)] | None  # bounded: stored as a 64-bit integer, answered to JS
 
 
 class CreateCodes(BaseModel):

@@ -153,4 +153,4 @@ async def _count_past_end(warehouse: Warehouse, page: str, params: dict) -> int:
     """The count past the last page (the page query returned no row to carry it)."""
     head = page.rsplit(" LIMIT ", 1)[0]
     rows = await warehouse.query(f"SELECT any(total_count) AS c FROM ({head} LIMIT 1)", params)
-    return int(rows[0]["c"]) if rows else 0
+    return int(rows[0]["c"] or 0) if rows else 0  # nothing matches at all: any() of no rows is null

@@ -9,7 +9,7 @@ from query_api.affiliates import queries
 from rewards.affiliates import affiliate_json
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
 from rewards.errors import bad_request
-from rewards.http import backends_of, guard
+from rewards.http import MAX_PAGE, backends_of, guard
 from rewards.ports import Principal
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
@@ -20,6 +20,8 @@ SortBy = Literal[
     "total_earnings", "referred_users", "created_at", "name",
 ]  # fmt: skip
 DateRange = Literal["7d", "30d", "90d", "1y", "all"]
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2299, 12, 31)  # of stored times (rewards.domain.limits)
+DATE32_FIRST = date(1900, 1, 1)
 RANGE_DAYS = {"7d": 7, "30d": 30, "90d": 90, "1y": 365}
 ALLOWED_VALUES = {
     "statuses": ("active", "pending", "suspended"),
@@ -52,15 +54,19 @@ def _day(name: str, text: str | None) -> date | None:
         raise bad_request(f"{name} must be an ISO 8601 date") from exc
 
 
+def _clamped(day: date) -> date:
+    """A bound within ClickHouse's Date32 (1900-2299): no stored time lies outside it, so nothing changes."""
+    return min(max(day, DATE32_FIRST), LAST_DAY)
+
+
 def window(date_range: str, date_from: str | None, date_to: str | None, today: date) -> tuple[date, date] | None:
     """The days (inclusive, UTC) in which volumes and earnings count; None for all time.
     `dateFrom`/`dateTo` override `dateRange`; either alone leaves the other side open."""
     start, end = _day("dateFrom", date_from), _day("dateTo", date_to)
     if start is not None or end is not None:
-        start, end = start or date(1970, 1, 1), end or date(2299, 12, 31)
-        if start > end:
+        if start is not None and end is not None and start > end:
             raise bad_request("dateFrom must not be after dateTo")
-        return start, end
+        return _clamped(start or FIRST_DAY), _clamped(end or LAST_DAY)
     if date_range == "all":
         return None
     return today - timedelta(days=RANGE_DAYS[date_range] - 1), today
@@ -69,7 +75,7 @@ def window(date_range: str, date_from: str | None, date_to: str | None, today: d
 @router.get("")
 async def list_affiliates(
     request: Request,
-    page: int = Query(1, ge=1),
+    page: int = Query(1, ge=1, le=MAX_PAGE),
     per_page: int = Query(25),
     query: str | None = Query(None, max_length=256),
     sort_by: SortBy = "total_volume",

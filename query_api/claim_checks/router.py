@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.claim_checks import queries
 from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, check_json, currency_json
+from rewards.domain.limits import clamp_time_ms
 from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
 from rewards.errors import bad_request
 from rewards.http import PageParams, backends_of, guard, parse_user
@@ -70,7 +71,7 @@ async def totals(
 
 def _timestamp(name: str, value: str | None) -> int | None:
     try:
-        return None if value is None else parse_timestamp_ms(value)
+        return None if value is None else clamp_time_ms(parse_timestamp_ms(value))
     except InvalidTimestamp as exc:
         raise bad_request(f"{name} {exc}") from exc
 

@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from rewards.clickhouse_values import MAX_MS, MIN_MS, ch_datetime
+from rewards.clickhouse_values import ch_datetime
+from rewards.domain.limits import MAX_MS, MIN_MS, clamp_time_ms
 from rewards.domain.payouts import User
 from rewards.ports import Warehouse
 
@@ -52,8 +53,8 @@ def _totals_sql(window: tuple[int | None, int | None]) -> tuple[str, dict]:
             {},
         )
     # Bounds beyond what DateTime64 holds are clamped: no payout can lie outside it.
-    start = MIN_MS if start is None else max(start, MIN_MS)
-    end = MAX_MS if end is None else min(end, MAX_MS)
+    start = MIN_MS if start is None else clamp_time_ms(start)
+    end = MAX_MS if end is None else clamp_time_ms(end)
     whole_from = -(-start // HOUR_MS) * HOUR_MS  # first whole hour inside the window
     whole_to = (end + 1) // HOUR_MS * HOUR_MS  # end of the last whole hour inside it
     if whole_to <= whole_from:

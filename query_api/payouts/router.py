@@ -5,7 +5,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.payouts import queries
-from rewards.domain.amounts import format_amount
+from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
 from rewards.errors import bad_request
 from rewards.http import PageParams, backends_of, guard, parse_user
@@ -37,7 +37,7 @@ async def totals(
     return {
         "user_identifier": user.identifier,
         "user_identifier_type": user.identifier_type,
-        "total_points": format_amount(sum(by_kind.values())),
+        "total_points": format_amount(exact_sum(by_kind.values())),
         "by_kind": {kind: format_amount(amount) for kind, amount in by_kind.items()},
     }
 

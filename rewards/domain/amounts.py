@@ -1,31 +1,13 @@
-"""Exact decimal amounts (API.md §0): parsing and the wire format. Never floats."""
+"""Exact decimal amounts (API.md §0): arithmetic and the wire format. Never floats.
+Parsing, with the limits of what is accepted, is rewards.domain.limits.parse_amount."""
 
-from decimal import ROUND_DOWN, Context, Decimal, InvalidOperation
+from collections.abc import Iterable
+from decimal import ROUND_DOWN, Context, Decimal
 
 POINT_PLACES = 18
 _POINT_QUANTUM = Decimal(1).scaleb(-POINT_PLACES)
 # Wide enough that no product of a rate and an amount is ever rounded before we choose to.
 EXACT = Context(prec=120)
-
-
-class InvalidAmount(ValueError):
-    pass
-
-
-def parse_decimal(value: object) -> Decimal:
-    """A decimal from a JSON string or number; bools and floats' binary noise are refused."""
-    if isinstance(value, bool) or value is None:
-        raise InvalidAmount("must be a decimal string")
-    text = str(value).strip() if isinstance(value, (str, int, float)) else None
-    if text is None or text == "":
-        raise InvalidAmount("must be a decimal string")
-    try:
-        result = Decimal(text)
-    except InvalidOperation as exc:
-        raise InvalidAmount("must be a decimal string") from exc
-    if not result.is_finite():
-        raise InvalidAmount("must be a finite decimal")
-    return result
 
 
 def format_amount(value: Decimal) -> str:
@@ -42,6 +24,14 @@ def format_amount(value: Decimal) -> str:
 # without copying a context per call (a hot path of the workers: several operations per payout).
 def multiply(a: Decimal, b: Decimal) -> Decimal:
     return EXACT.multiply(a, b)
+
+
+def exact_sum(values: Iterable[Decimal]) -> Decimal:
+    """A sum that is never rounded (built-in sum() rounds to the default context's 28 digits)."""
+    total = Decimal(0)
+    for value in values:
+        total = EXACT.add(total, value)
+    return total
 
 
 def to_points(value: Decimal) -> Decimal:

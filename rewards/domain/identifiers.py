@@ -15,11 +15,14 @@ IDENTIFIER_TYPES = (
     "email",
 )
 
-_EVM = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_SUI = re.compile(r"^0x[0-9a-fA-F]{64}$")
-_XRPL = re.compile(r"^r[1-9A-HJ-NP-Za-km-z]{24,34}$")
+# Patterns are used with fullmatch (`$` would accept a final newline), and the email one refuses control
+# characters besides whitespace: an identifier is stored and compared as text everywhere.
+_EVM = re.compile(r"0x[0-9a-fA-F]{40}")
+_SUI = re.compile(r"0x[0-9a-fA-F]{64}")
+_XRPL = re.compile(r"r[1-9A-HJ-NP-Za-km-z]{24,34}")
 _XRPL_ALPHABET = set(base58.RIPPLE_ALPHABET.decode())
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_EMAIL_PART = r"[^@\s\x00-\x1f\x7f-\x9f]+"
+_EMAIL = re.compile(rf"{_EMAIL_PART}@{_EMAIL_PART}\.{_EMAIL_PART}")
 _STELLAR_ACCOUNT_VERSION = 6 << 3  # StrKey version byte of an account id ("G...")
 
 
@@ -41,17 +44,17 @@ def canonical_identifier(identifier: str, identifier_type: str) -> str:
 def _is_valid(identifier: str, identifier_type: str) -> bool:
     match identifier_type:
         case "evm_address":
-            return bool(_EVM.match(identifier))
+            return bool(_EVM.fullmatch(identifier))
         case "sui_address":
-            return bool(_SUI.match(identifier))
+            return bool(_SUI.fullmatch(identifier))
         case "solana_address":
             return _is_solana(identifier)
         case "xrpl_address":
-            return bool(_XRPL.match(identifier)) and set(identifier) <= _XRPL_ALPHABET
+            return bool(_XRPL.fullmatch(identifier)) and set(identifier) <= _XRPL_ALPHABET
         case "stellar_address":
             return _is_stellar_account(identifier)
         case "email":
-            return len(identifier) <= 320 and bool(_EMAIL.match(identifier))
+            return len(identifier) <= 320 and bool(_EMAIL.fullmatch(identifier))
     return False
 
 

@@ -3,30 +3,46 @@
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
-from rewards.domain.amounts import InvalidAmount, parse_decimal
-from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
+from rewards.domain.limits import LimitError, parse_amount
+from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_time_ms
 
 
-def _decimal(value: object) -> Decimal:
+def _amount(value: object) -> Decimal:
     try:
-        return parse_decimal(value)
-    except InvalidAmount as exc:
+        return parse_amount(value)
+    except LimitError as exc:
         raise ValueError(str(exc)) from exc
 
 
 def _timestamp(value: object) -> int:
     try:
-        return parse_timestamp_ms(value)
+        return parse_time_ms(value)
     except InvalidTimestamp as exc:
         raise ValueError(str(exc)) from exc
 
 
-DecimalValue = Annotated[Decimal, BeforeValidator(_decimal)]
-Rate = Annotated[Decimal, BeforeValidator(_decimal), Field(ge=0, le=1)]
-NonNegative = Annotated[Decimal, BeforeValidator(_decimal), Field(ge=0)]
+# Amounts, rates and times within API.md §3's limits (rewards.domain.limits), like an event's.
+# Written as plain decimals, as they are read (str() would write 1E-18, which the grammar refuses).
+_PLAIN = PlainSerializer(lambda value: format(value, "f"), return_type=str, when_used="json")
+Amount = Annotated[Decimal, BeforeValidator(_amount), _PLAIN]
+TierRate = Annotated[Decimal, BeforeValidator(_amount), Field(le=1), _PLAIN]
 TimestampMs = Annotated[int, BeforeValidator(_timestamp)]
+# The fields a document must name: without them a PUT of `{}` would silently wipe the configuration.
+REQUIRED_FIELDS = ("default_tier", "tiers")
 
 
 class _Strict(BaseModel):
@@ -34,10 +50,10 @@ class _Strict(BaseModel):
 
 
 class Rates(_Strict):
-    r1: Rate
-    r2: Rate
-    r3: Rate
-    r4: Rate
+    r1: TierRate
+    r2: TierRate
+    r3: TierRate
+    r4: TierRate
 
     def at_level(self, level: int) -> Decimal:
         return (self.r1, self.r2, self.r3, self.r4)[level - 1]
@@ -46,14 +62,14 @@ class Rates(_Strict):
 class Tier(_Strict):
     id: str = Field(min_length=1, max_length=64)
     name: str = Field(min_length=1, max_length=128)
-    rank: int
+    rank: int = Field(ge=-(2**31), lt=2**31, strict=True)  # strict: `false` is no rank
     rates: Rates
 
 
 class Base(_Strict):
-    fixed: NonNegative | None = None
+    fixed: Amount | None = None
     rate_of: Literal["value", "revenue"] | None = None
-    rate: NonNegative | None = None
+    rate: Amount | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> "Base":
@@ -63,8 +79,8 @@ class Base(_Strict):
 
 
 class Reward(_Strict):
-    fixed: NonNegative | None = None
-    rate: NonNegative | None = None
+    fixed: Amount | None = None
+    rate: Amount | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> "Reward":
@@ -75,29 +91,41 @@ class Reward(_Strict):
 
 class TokenCurrency(_Strict):
     address: str = Field(min_length=1, max_length=128)
-    chain_id: int
+    chain_id: int = Field(ge=0, lt=2**63, strict=True)
     name: str = Field(min_length=1, max_length=64)
-    decimals: int = Field(ge=0, le=36)
+    decimals: int = Field(ge=0, le=36, strict=True)
+
+
+def _currency_kind(value: object) -> str:
+    return "token" if isinstance(value, dict | TokenCurrency) else "point"
+
+
+# Tagged, so that a bad token currency is reported once, under its own fields (not once per union member).
+Currency = Annotated[
+    Annotated[Literal["point"], Tag("point")] | Annotated[TokenCurrency, Tag("token")],
+    Discriminator(_currency_kind),
+]
+_UNION_TAGS = ("point", "token")
 
 
 class Conversion(_Strict):
     event_name: str = Field(min_length=1, max_length=128)
     base: Base
-    currency: Literal["point"] | TokenCurrency = "point"
+    currency: Currency = "point"
     end_user_reward: Reward | None = None
 
 
 class ReferralReward(_Strict):
-    referrer: NonNegative = Decimal(0)
-    referred: NonNegative = Decimal(0)
+    referrer: Amount = Decimal(0)
+    referred: Amount = Decimal(0)
 
 
 class Campaign(_Strict):
     id: str = Field(min_length=1, max_length=64)
-    event_names: list[str]
+    event_names: list[Annotated[str, Field(min_length=1, max_length=128)]]
     starts_at: TimestampMs
     ends_at: TimestampMs
-    bonus: NonNegative
+    bonus: Amount
 
     @field_serializer("starts_at", "ends_at")
     def _iso(self, ms: int) -> str:
@@ -149,4 +177,32 @@ class PayoutConfig(_Strict):
         return next((c for c in self.conversions if c.event_name == event_name), None)
 
 
-EMPTY_CONFIG = PayoutConfig()
+class InvalidConfig(ValueError):
+    def __init__(self, errors: list[dict]):
+        super().__init__(f"{len(errors)} problems")
+        self.errors = errors  # pydantic's error dicts (type, loc, ctx)
+
+
+def config_from_document(document: object) -> PayoutConfig:
+    """A configuration sent by a user (PUT, `rewards project config`): every field of API.md §6 checked
+    and the required ones present, or InvalidConfig naming every problem."""
+    errors = []
+    if isinstance(document, dict):
+        errors += [{"type": "missing", "loc": (name,)} for name in REQUIRED_FIELDS if name not in document]
+    try:
+        config = PayoutConfig.model_validate(document)
+    except ValidationError as exc:
+        errors += [_untagged(error) for error in exc.errors()]
+    if errors:
+        raise InvalidConfig(errors)
+    return config
+
+
+def _untagged(error: dict) -> dict:
+    """The error's location without the currency union's tag (`currency.token.chain_id` → `currency.chain_id`)."""
+    loc = error["loc"]
+    keep = [part for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "currency" and part in _UNION_TAGS)]
+    return {**error, "loc": tuple(keep)}
+
+
+EMPTY_CONFIG = PayoutConfig()  # a project's configuration before any is loaded: pays nothing

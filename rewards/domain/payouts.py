@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from rewards.domain.amounts import InvalidAmount, multiply, parse_decimal, to_points, to_raw_token_units
+from rewards.domain.amounts import multiply, to_points, to_raw_token_units
+from rewards.domain.limits import PAYOUT_LIMIT, parse_amount
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 
 MAX_LEVELS = 4
@@ -68,6 +69,8 @@ def conversion_volumes(event: Conversion, config: PayoutConfig, referrer_chain: 
     base = None if rule is None else _base_amount(rule.base, event.args)
     if base is None or base <= 0:
         return []
+    if base >= PAYOUT_LIMIT:
+        raise PayoutTooLarge(f"a base amount of {base} is not below the payout limit 10^48")
     return [Volume(level, affiliate, base) for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1)]
 
 
@@ -104,10 +107,13 @@ def _base_amount(base, args: dict) -> Decimal | None:
     amount = arg.get("amount") if isinstance(arg, dict) else None
     if amount is None:
         return None
-    try:
-        return multiply(base.rate, parse_decimal(amount))
-    except InvalidAmount:
-        return None
+    # The edge accepted only amounts within the limits: one that is not (a record from before the limits)
+    # raises LimitError, and the worker sets the record aside rather than guess.
+    return multiply(base.rate, parse_amount(amount))
+
+
+class PayoutTooLarge(ValueError):
+    """A payout the warehouse cannot sum safely (rewards.domain.limits.PAYOUT_LIMIT)."""
 
 
 def _rounded(payouts: list[Payout]) -> list[Payout]:
@@ -118,6 +124,8 @@ def _rounded(payouts: list[Payout]) -> list[Payout]:
             amount = to_raw_token_units(payout.amount, payout.currency.decimals)
         else:
             amount = to_points(payout.amount)
+        if amount >= PAYOUT_LIMIT:
+            raise PayoutTooLarge(f"a {payout.kind} of {amount} is not below the payout limit 10^48")
         if amount > 0:
             result.append(Payout(payout.kind, payout.role, payout.level, payout.recipient, amount, payout.currency))
     return result

@@ -1,7 +1,13 @@
 """Timestamps: requests give ISO 8601 or epoch ms; responses are ISO 8601 UTC with ms and `Z`."""
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+from rewards.domain.limits import LimitError, check_time_ms
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FORMAT_ERROR = "must be an ISO 8601 timestamp or epoch milliseconds"
+_MAX_MS_DIGITS = 20  # far past any time we hold; int() of a longer text only costs time
 
 
 class InvalidTimestamp(ValueError):
@@ -13,30 +19,42 @@ def now_ms() -> int:
 
 
 def parse_timestamp_ms(value: object) -> int:
+    """Any time ISO 8601 or epoch milliseconds can say (a query's bounds, clamped by the caller)."""
     if isinstance(value, bool):
-        raise InvalidTimestamp("must be an ISO 8601 timestamp or epoch milliseconds")
+        raise InvalidTimestamp(_FORMAT_ERROR)
     if isinstance(value, int):
         return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text.isdigit():
-            return int(text)
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError as exc:
-            raise InvalidTimestamp("must be an ISO 8601 timestamp or epoch milliseconds") from exc
+    if isinstance(value, datetime):  # YAML documents (`rewards project config --file`) hold these
+        return _exact_ms(value if value.tzinfo else value.replace(tzinfo=UTC))
+    if not isinstance(value, str):
+        raise InvalidTimestamp(_FORMAT_ERROR)
+    if value.isascii() and value.isdigit():  # ASCII: str.isdigit() takes other scripts' digits too
+        if len(value) > _MAX_MS_DIGITS:
+            raise InvalidTimestamp(_FORMAT_ERROR)
+        return int(value)
+    try:
+        parsed = datetime.fromisoformat(value)
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return _exact_ms(parsed)
-    raise InvalidTimestamp("must be an ISO 8601 timestamp or epoch milliseconds")
+    except (ValueError, OverflowError) as exc:
+        raise InvalidTimestamp(_FORMAT_ERROR) from exc
+
+
+def parse_time_ms(value: object) -> int:
+    """A time to be stored (an event's, a campaign's, a claim's): within API.md §3's limits."""
+    try:
+        return check_time_ms(parse_timestamp_ms(value))
+    except LimitError as exc:
+        raise InvalidTimestamp(str(exc)) from exc
 
 
 def _exact_ms(parsed: datetime) -> int:
-    # timestamp() goes through a float; rebuild from whole seconds to keep milliseconds exact.
-    whole = parsed.replace(microsecond=0)
-    return int(whole.timestamp()) * 1000 + parsed.microsecond // 1000
+    # Integer arithmetic on the difference: timestamp() goes through a float, and fails before year 1 + offset.
+    delta = parsed - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def format_timestamp(ms: int) -> str:
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(microsecond=(ms % 1000) * 1000)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    m = _EPOCH + timedelta(milliseconds=ms)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}.{ms % 1000:03d}Z"

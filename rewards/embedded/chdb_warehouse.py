@@ -38,6 +38,7 @@ class ChdbWarehouse:
         await self._run(f"INSERT INTO {table} SETTINGS {setting_text} FORMAT JSONEachRow\n{body}", None, "TabSeparated")
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:
+        # chdb hands the text to the engine as is: param_text escapes it as ClickHouse reads parameters.
         params = None if params is None else {name: param_text(value) for name, value in params.items()}
         result = await self._run(sql, params, "JSON")
         return orjson.loads(result)["data"] if result else []

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
 from rewards.ports import Delivery
-from schemas.records import load_records
+from schemas.records import decode_message
 
 
 class SqliteOutbox:
@@ -60,7 +60,7 @@ class SqliteOutbox:
             plan = (ids[0]["id"], ids[-1]["id"])
             c.execute("INSERT INTO outbox_plan (id, first_id, last_id) VALUES (1, ?, ?)", plan)
         rows = c.execute("SELECT payload FROM outbox WHERE id BETWEEN ? AND ? ORDER BY id", tuple(plan)).fetchall()
-        records = [record for row in rows for record in load_records(row["payload"])]
+        records = [record for row in rows for record in decode_message(row["payload"])]
         # AUTOINCREMENT never reuses an id, so the token stays unique after rows are deleted.
         return [Delivery(f"outbox:{plan[0]}-{plan[1]}", records)]
 

@@ -6,6 +6,7 @@ identical rows (64-bit integers and decimals as ClickHouse writes them in JSON).
 
 import orjson
 
+from rewards.clickhouse_values import param_value
 from schemas.clickhouse import INSERT_SETTINGS, statements
 
 
@@ -31,7 +32,9 @@ class ClickHouseWarehouse:
         await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:
-        result = await self._client.raw_query(sql, parameters=params or None, fmt="JSON")
+        # clickhouse-connect escapes the values itself (server-side binding): they must not be escaped before.
+        params = {name: param_value(value) for name, value in params.items()} if params else None
+        result = await self._client.raw_query(sql, parameters=params, fmt="JSON")
         return orjson.loads(result)["data"] if result else []
 
     async def close(self) -> None:

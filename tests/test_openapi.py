@@ -1,0 +1,134 @@
+"""The OpenAPI document (/openapi.json, /docs): valid, and saying what each operation really answers.
+
+Every operation of /api/v1 is behind a bearer key (401; 404 for a deleted project), answers 400 rather
+than FastAPI's 422 for invalid input, and every error status carries the contract's error body (API.md
+§0). The other statuses follow the contract, operation by operation (the tables below)."""
+
+import json
+
+import pytest
+from openapi_spec_validator import validate
+
+from ingest_api.app import ROUTERS as INGEST_ROUTERS
+from query_api.app import ROUTERS as QUERY_ROUTERS
+from rewards.errors import ErrorBody, error_body
+from rewards.production.app import production_app
+from rewards.serve import embedded_app
+from rewards.settings import Settings
+
+EMBEDDED = embedded_app(Settings()).openapi()
+WRITES = {
+    ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("patch", "/referral_codes/{code}"),
+    ("patch", "/referral_codes/{code}/use"), ("put", "/projects/config"), ("post", "/affiliates"),
+    ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"),
+}  # fmt: skip
+SCOPED = {
+    ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
+    ("patch", "/referral_codes/{code}"), ("get", "/projects/config"), ("put", "/projects/config"),
+    ("post", "/affiliates"), ("get", "/affiliates"), ("post", "/claim-checks/close"),
+    ("post", "/claim-checks/claims"), ("get", "/claim-checks/rewards-payouts"),
+}  # fmt: skip
+LIMITED = {
+    ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
+    ("get", "/claim-checks/claim-history"),
+}  # fmt: skip
+PUBLISHING = {
+    ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"),
+    ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"), ("post", "/claim-checks/close"),
+    ("post", "/claim-checks/claims"),
+}  # fmt: skip
+CONFLICTING = {
+    ("post", "/events/batch"), ("post", "/events"), ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"),
+    ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"),
+}  # fmt: skip
+OPERATIONS = sorted(
+    (method, path.removeprefix("/api/v1"), operation)
+    for path, methods in EMBEDDED["paths"].items()
+    if path.startswith("/api/v1/")
+    for method, operation in methods.items()
+)
+
+
+def documents() -> dict[str, dict]:
+    settings = Settings()
+    return {
+        "embedded": EMBEDDED,
+        "ingest": production_app("ingest", INGEST_ROUTERS, settings, publishes=True).openapi(),
+        "query": production_app("query", QUERY_ROUTERS, settings, publishes=False).openapi(),
+    }
+
+
+@pytest.mark.parametrize("shape", ["embedded", "ingest", "query"])
+def test_the_document_is_valid_openapi_with_every_reference_resolved(shape):
+    document = documents()[shape]
+    validate(document)
+    text = json.dumps(document)
+    assert "#/$defs/" not in text and '"$defs"' not in text
+    schemas = document["components"]["schemas"]
+    refs = {ref.split('"')[0] for ref in text.split('"$ref": "')[1:]}
+    assert refs and all(ref.removeprefix("#/components/schemas/") in schemas for ref in refs), refs
+    assert "HTTPValidationError" not in schemas and "ValidationError" not in schemas
+
+
+def test_every_operation_of_the_contract_is_documented():
+    assert {(method, path) for method, path, _ in OPERATIONS} >= WRITES | SCOPED | LIMITED | PUBLISHING
+
+
+def test_bearer_auth_is_a_security_scheme_of_every_operation():
+    scheme = EMBEDDED["components"]["securitySchemes"]["bearerAuth"]
+    assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
+    for method, path, operation in OPERATIONS:
+        assert operation["security"] == [{"bearerAuth": []}], (method, path)
+    assert "security" not in EMBEDDED["paths"]["/health"]["get"]
+
+
+@pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
+def test_each_operation_documents_its_statuses_with_the_error_body(method, path, operation):
+    key = (method, path)
+    responses = operation["responses"]
+    errors = {int(status) for status in responses if int(status) >= 400}
+    expected = {401, 404}
+    expected |= {400} if operation.get("parameters") or key in WRITES else set()
+    expected |= {403} if key in SCOPED else set()
+    expected |= {413, 415} if key in WRITES else set()
+    expected |= {429} if key in LIMITED else set()
+    expected |= {503} if key in PUBLISHING else set()
+    expected |= {409} if key in CONFLICTING else set()
+    expected |= {422} if key == ("patch", "/referral_codes/{code}/use") else set()
+    assert errors == expected
+    for status in errors:
+        content = responses[str(status)]["content"]
+        assert content == {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        assert responses[str(status)]["description"]
+    if key in LIMITED:
+        assert responses["429"]["headers"]["Retry-After"]["required"] is True
+        success = next(response for status, response in responses.items() if status.startswith("2"))
+        assert {"X-RateLimit-Limit", "X-RateLimit-Remaining"} <= set(success["headers"])
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(WRITES))
+def test_each_write_documents_its_json_body(method, path):
+    body = EMBEDDED["paths"]["/api/v1" + path][method]["requestBody"]
+    schema = body["content"]["application/json"]["schema"]
+    assert schema.get("properties") or schema.get("$ref"), schema
+    optional = {("post", "/referral_codes"), ("patch", "/referral_codes/{code}/use")}  # or the query string
+    assert body["required"] is ((method, path) not in optional)
+
+
+def test_fields_read_from_the_query_string_without_a_body_are_documented_there_too():
+    for path, method, fields in [
+        ("/api/v1/referral_codes", "post", {"user_identifier", "user_identifier_type", "quantity", "max_uses"}),
+        ("/api/v1/referral_codes/{code}/use", "patch", {"user_identifier", "user_identifier_type"}),
+    ]:
+        parameters = EMBEDDED["paths"][path][method]["parameters"]
+        query = {p["name"] for p in parameters if p["in"] == "query"}
+        assert fields <= query
+        schemas = [p["schema"] for p in parameters]
+        assert all({"type": "null"} not in [s, *s.get("anyOf", [])] and s.get("type") != "null" for s in schemas)
+
+
+@pytest.mark.parametrize("message", ["quantity must be between 1 and 50", ["events[3].dedup_id is required"]])
+def test_the_error_body_schema_is_what_the_service_answers(message):
+    assert ErrorBody.model_validate(error_body(400, message)).model_dump() == error_body(400, message)
+    schema = EMBEDDED["components"]["schemas"]["ErrorBody"]
+    assert set(schema["required"]) == {"statusCode", "error", "message"}

@@ -117,13 +117,74 @@ def workers() -> None:
     run_workers()
 
 
+def _migration_warehouse(data_dir: Path):
+    """What `migrate --status` and `--to` work on: the ClickHouse server of CLICKHOUSE_URL when set, else the
+    embedded warehouse of `data_dir` (not while `rewards serve` runs on it: chdb holds its directory)."""
+    from rewards.settings import Settings
+
+    url = Settings().clickhouse_url
+    if url:
+        from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+
+        return "clickhouse", lambda: ClickHouseWarehouse.connect(url)
+    path = data_dir / "warehouse"
+    if not path.is_dir():
+        _fail(f"no embedded warehouse at {path} (set CLICKHOUSE_URL for the production shape's)")
+
+    async def open_embedded():
+        from rewards.embedded.chdb_warehouse import ChdbWarehouse
+        from rewards.migrations import MigrationError
+
+        try:
+            return ChdbWarehouse(path)
+        except RuntimeError as exc:  # chdb's: most likely a `rewards serve` holds the directory
+            raise MigrationError(f"cannot open the embedded warehouse at {path} (is `rewards serve` running on it?): "
+                                 f"{exc}") from exc  # fmt: skip
+
+    return "embedded", open_embedded
+
+
 @app.command()
-def migrate() -> None:
-    """Create the events topic and the ClickHouse tables and views (idempotent)."""
+def migrate(
+    status: Annotated[
+        bool, typer.Option("--status", help="Print the applied and pending migrations; change nothing.")
+    ] = False,
+    to: Annotated[
+        int | None,
+        typer.Option("--to", min=0, help="Go up or down to this version (down only where migrations have down steps)."),
+    ] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Create the events topic and bring the ClickHouse tables and views to the latest migration (idempotent).
+
+    --status and --to work on the warehouse alone: CLICKHOUSE_URL's, else the embedded one of --data-dir."""
+    from rewards import migrations
     from rewards.production.migrate import migrate as run_migrate
     from rewards.settings import Settings
 
-    _print(asyncio.run(run_migrate(Settings())))
+    if status and to is not None:
+        _fail("--status and --to go alone")
+    if not status and to is None:
+        try:
+            _print(asyncio.run(run_migrate(Settings())))
+        except migrations.MigrationError as exc:
+            _fail(str(exc))
+        return
+    kind, open_warehouse = _migration_warehouse(data_dir)
+
+    async def run():
+        warehouse = await open_warehouse()
+        try:
+            if status:
+                return await migrations.status(warehouse)
+            return (await migrations.migrate(warehouse, target=to, progress=True)).summary()
+        finally:
+            await warehouse.close()
+
+    try:
+        _print({"warehouse": kind, **asyncio.run(run())})
+    except migrations.MigrationError as exc:
+        _fail(str(exc))
 
 
 @project_app.command("create")

@@ -41,6 +41,16 @@ def conflict(message: str) -> ApiError:
     return ApiError(409, message)
 
 
+# Seconds a client should wait before retrying a 503: the engines' own waits are bounded by a few seconds
+# (e.g. rewards.production.kafka_log.PUBLISH_TIMEOUT_S), and a retry of the same request is safe.
+RETRY_AFTER_S = 1
+
+
+def unavailable(message: str) -> ApiError:
+    """503 with Retry-After: nothing was changed, the same request may be sent again."""
+    return ApiError(503, message, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 def error_body(status: int, message: str | list[str]) -> dict:
     return {"statusCode": status, "error": HTTPStatus(status).phrase, "message": message}
 

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from prometheus_fastapi_instrumentator import Instrumentator
 from pydantic import BaseModel
+from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -20,15 +21,16 @@ from rewards.backends import Backends
 from rewards.domain.errors import DomainError
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
-from rewards.errors import ApiError, ErrorBody, bad_request, error_body, validation_messages
+from rewards.errors import ApiError, ErrorBody, bad_request, error_body, unavailable, validation_messages
 from rewards.keys import SCOPES
 from rewards.middleware import (
     BodyLimitMiddleware,
     JsonContentTypeMiddleware,
     StateHeadersMiddleware,
     UnhandledErrorMiddleware,
+    Utf8TargetMiddleware,
 )
-from rewards.ports import Principal
+from rewards.ports import LogUnavailable, Principal
 from rewards.ratelimit import DEFAULT_LIMITS, RateLimited
 
 try:
@@ -40,6 +42,17 @@ except ImportError:  # FastAPI before 0.165: app.routes holds the APIRoutes them
 
 
 API_PREFIX = "/api/v1"
+
+
+class AnyText(StringConvertor):
+    """A path parameter that may hold `/` and any character. Starlette's `path` convertor is `.*`, which stops
+    before a newline, and its route patterns end in `$`, which matches before a final one: `0x…%0A` would
+    then be read as `0x…`, another identifier."""
+
+    regex = r"[\s\S]+"
+
+
+register_url_convertor("any_text", AnyText())
 log = structlog.get_logger(__name__)
 
 
@@ -58,9 +71,11 @@ def create_app(title: str, routers: list[APIRouter], lifespan, max_body_bytes: i
     app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=unhealthy)
     _install_error_handlers(app)
     app.openapi = lambda: _openapi(app)
-    # The last added runs first: unexpected errors (around all), body size, Content-Type, rate-limit headers.
+    # The last added runs first: unexpected errors (around all), body size, a UTF-8 target, Content-Type,
+    # rate-limit headers.
     app.add_middleware(StateHeadersMiddleware)
     app.add_middleware(JsonContentTypeMiddleware)
+    app.add_middleware(Utf8TargetMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(UnhandledErrorMiddleware)
     Instrumentator(excluded_handlers=["/metrics", "/health"]).instrument(app).expose(app, include_in_schema=False)
@@ -83,10 +98,20 @@ def backends_of(request: Request) -> Backends:
     return request.app.state.backends
 
 
+LOG_UNAVAILABLE_MESSAGE = "Service Unavailable: the event log did not take the write; nothing changed, retry later"
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
         return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(LogUnavailable)
+    async def log_unavailable(request: Request, exc: LogUnavailable):
+        # Every endpoint that publishes does it inside its state-store block, which the exception undid
+        # on its way here (rewards.ports): nothing changed, and the same request may be sent again.
+        log.warning("event log unavailable; answered 503", method=request.method, path=request.url.path, error=str(exc))
+        return await api_error(request, unavailable(LOG_UNAVAILABLE_MESSAGE))
 
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError):

@@ -10,6 +10,8 @@ The third answers an unexpected exception with the contract's 500 and keeps the 
 ServerErrorMiddleware sends its 500 and then re-raises, and uvicorn then closes the keep-alive connection
 (and logs the traceback a second time)."""
 
+from urllib.parse import unquote_to_bytes
+
 import orjson
 import structlog
 from prometheus_client import Counter
@@ -152,6 +154,28 @@ class UnhandledErrorMiddleware:
                 raise  # uvicorn logs it (once) and closes the connection
             log.exception("unhandled error", method=scope["method"], path=scope["path"])
             await send_error(send, 500, "Internal Server Error")
+
+
+class Utf8TargetMiddleware:
+    """Refuse a path or query string that is not UTF-8 once percent-decoded (400). Starlette decodes them with
+    `errors="replace"`, so `a%FF@example.com` would silently become another user, `a\ufffd@example.com`."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _utf8_target(scope):
+            return await send_error(send, 400, "the path and query string must be UTF-8 once percent-decoded")
+        await self.app(scope, receive, send)
+
+
+def _utf8_target(scope: Scope) -> bool:
+    try:
+        unquote_to_bytes(scope.get("raw_path") or b"").decode()
+        unquote_to_bytes(scope.get("query_string", b"").replace(b"+", b" ")).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class StateHeadersMiddleware:

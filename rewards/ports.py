@@ -8,6 +8,10 @@ A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids 
 on the log succeed together or not at all (an exception inside the block undoes the claim). Every
 other state change that the warehouse must learn of (codes, code uses, affiliates, claim checks) is
 a context manager of the same kind: the caller publishes inside the block.
+
+Every failure of `EventLog.publish` raises `LogUnavailable`, whatever the engine: raised inside such a
+block it undoes the block's change, and the HTTP services answer it 503 with `Retry-After`
+(`rewards.http`), so a client's retry of the same request is safe.
 """
 
 from collections.abc import Callable, Sequence
@@ -107,11 +111,16 @@ class StateStore(Protocol):
         users_and_names: list[tuple[User, str]],
         idempotency: tuple[str, str] | None,
     ) -> AbstractAsyncContextManager[IngestClaim]: ...
-    async def event_status(self, project_id: str, dedup_id: str) -> str | None: ...
+    async def event_status(self, project_id: str, dedup_id: str) -> str | None:
+        """accepted | processed | failed, or None when the project never accepted it."""
+
     async def has_event(self, project_id: str, user: User, name: str) -> bool: ...
     async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None: ...
+    async def mark_failed(self, project_id: str, dedup_ids: list[str]) -> None:
+        """The events were set aside as dead letters: their status is `failed` from now on."""
+
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
-        """Those of `dedup_ids` already processed: a record published twice is written once."""
+        """Those of `dedup_ids` already processed or failed: a record published twice is handled once."""
 
     # claim checks
     async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
@@ -131,11 +140,18 @@ class StateStore(Protocol):
     async def close(self) -> None: ...
 
 
+class LogUnavailable(Exception):
+    """The event log did not take a publication, or cannot tell whether it did (its answer was lost):
+    what every `EventLog.publish` raises on failure. The state-store block around the publish undoes
+    its change; the HTTP layer answers 503 with `Retry-After`."""
+
+
 class EventLog(Protocol):
     """The producer side. Inside `StateStore.ingest`/`use_code`, publication joins their transaction."""
 
     async def publish(self, project_id: str, payload: bytes) -> None:
-        """Publish one message: a batch of records as `schemas.records` serializes them (dump_records)."""
+        """Publish one message: a batch of records as `schemas.records` serializes them (dump_records).
+        Raises LogUnavailable when the message is not (or not surely) published."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +167,21 @@ class EventSource(Protocol):
     async def commit(self, deliveries: Sequence[Delivery]) -> None: ...
 
 
+class DeadLetterLog(Protocol):
+    """Where the workers also publish what they set aside (the warehouse's `dead_letters` table holds it
+    in any case): the production shape's `rewards.events.dlq` topic. At least once."""
+
+    async def publish(self, dead_letters: list[dict]) -> None:
+        """Publish `dead_letters` rows (stream_workers.rows.dead_letter_row), one message each."""
+
+
 class Warehouse(Protocol):
-    async def migrate(self) -> None: ...
+    async def migrate(self) -> None:
+        """Bring the schema to the latest migration (rewards/migrations.py), recording each one applied."""
+
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None: ...
     async def query(self, sql: str, params: dict | None = None) -> list[dict]: ...
+    async def command(self, sql: str) -> None:
+        """Run one statement that answers no rows (DDL, `INSERT ... SELECT`): a migration's steps."""
+
     async def close(self) -> None: ...

@@ -7,6 +7,10 @@ Kafka transaction; consumers read with isolation.level=read_committed.
 """
 
 EVENTS_TOPIC = "rewards.events"
+# What the workers set aside: one message per dead letter, the `dead_letters` row as JSON (project_id,
+# record_type, source_id, reason, payload, delivery, failed_at), keyed like the events; kept 90 days.
+DLQ_TOPIC = "rewards.events.dlq"
+DLQ_RETENTION_MS = 90 * 86_400_000
 
 
 def partition_key(project_id: str) -> bytes:

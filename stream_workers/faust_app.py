@@ -15,7 +15,9 @@ Exactly-once effect, from at-least-once delivery:
 - The partition's offset is committed (`last + 1`) right after its delivery is written, so a worker
   taking over always starts where a plan starts. Faust's own ack-based commits are off for the topic:
   on a transactional topic they count the offsets of commit markers twice and can commit an offset
-  inside a delivery, whose rest would then be written again under another token.
+  inside a delivery, whose rest would then be written again under another token. A commit that fails
+  (or is not done within `commit_timeout_s`) is fatal: the process exits 1, to be restarted, and the
+  delivery is read again and written once.
   A failed delivery is retried, with backoff and a log line, never skipped; a crash at any point
   leaves it uncommitted, to be read again (at least once) and written once (the token).
 
@@ -33,15 +35,16 @@ import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 import faust
 import structlog
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from prometheus_client import Counter
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rewards.ports import StateStore, Warehouse
+from rewards.ports import DeadLetterLog, StateStore, Warehouse
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
@@ -53,6 +56,8 @@ log = structlog.get_logger(__name__)
 
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 10.0
+
+COMMIT_FAILURES = Counter("rewards_worker_commit_failures_total", "Offset commits that failed (each stops the worker)")
 
 
 class WorkerOptions(BaseSettings):
@@ -69,6 +74,9 @@ class WorkerOptions(BaseSettings):
     instance_id: str | None = None
     # After SIGTERM/SIGINT the process exits within this, even if stopping hangs (it does with the broker gone).
     stop_timeout_s: float = 15.0
+    # An offset commit not done within this is a failed one (aiokafka retries it for as long as the broker
+    # is unreachable): like any failed commit it stops the process, which exits 1 to be restarted.
+    commit_timeout_s: float = 60.0
     # Prometheus metrics (deliveries, payouts, failures, delivery time) on http://0.0.0.0:PORT/metrics; 0: off.
     metrics_port: int = 0
 
@@ -78,9 +86,12 @@ class Resources:
     state: StateStore
     warehouse: Warehouse
     plans: PlanStore
+    dead_letters: DeadLetterLog | None = None
 
     async def close(self) -> None:
-        for resource in (self.plans, self.warehouse, self.state):
+        for resource in (self.dead_letters, self.plans, self.warehouse, self.state):
+            if resource is None:
+                continue
             try:
                 await resource.close()
             except Exception:
@@ -89,6 +100,7 @@ class Resources:
 
 async def open_resources(settings: Settings, options: WorkerOptions) -> Resources:
     from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.production.kafka_dead_letters import KafkaDeadLetters
 
     warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url)
     try:
@@ -96,7 +108,13 @@ async def open_resources(settings: Settings, options: WorkerOptions) -> Resource
     except BaseException:
         await warehouse.close()
         raise
-    return Resources(state, warehouse, plans)
+    resources = Resources(state, warehouse, plans)
+    try:
+        resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
+    except BaseException:
+        await resources.close()
+        raise
+    return resources
 
 
 async def _open_state(settings: Settings, options: WorkerOptions) -> tuple[StateStore, PlanStore]:
@@ -183,7 +201,7 @@ def build_app(
     @app.agent(topic)
     async def write_events(stream):
         resources = await retrying("opening the state store and warehouse", opener)
-        pipeline = Pipeline(app, resources, Planner(resources.plans, settings.worker_batch_size))
+        pipeline = Pipeline(app, resources, Planner(resources.plans, settings.worker_batch_size), options)
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)
@@ -194,8 +212,9 @@ def build_app(
 
 
 class Pipeline:
-    def __init__(self, app: faust.App, resources: Resources, planner: Planner):
+    def __init__(self, app: faust.App, resources: Resources, planner: Planner, options: WorkerOptions):
         self._app = app
+        self._options = options
         self._resources = resources
         self._planner = planner
         self._checked = False
@@ -220,7 +239,10 @@ class Pipeline:
 
         async def write():
             with LATENCY.time():
-                return await process_delivery(batch.delivery, self._resources.state, self._resources.warehouse)
+                resources = self._resources
+                return await process_delivery(
+                    batch.delivery, resources.state, resources.warehouse, resources.dead_letters
+                )
 
         try:
             payouts = await retrying(
@@ -240,11 +262,38 @@ class Pipeline:
         # Only ever a delivery's end: a worker taking over reads from there, where a plan starts.
         # (faust's own ack-based commits can land inside a delivery on a transactional topic.)
         offsets = {TP(*batch.tp): batch.last_offset + 1}
+        consumer = self._app.consumer
         try:
-            if not await self._app.consumer._commit(offsets):
-                log.info("offsets not committed (partition moved); the new holder reads them again", offsets=offsets)
-        except Exception:
-            log.exception("committing offsets failed; the delivery will be read again", token=batch.delivery.token)
+            async with asyncio.timeout(self._options.commit_timeout_s):
+                committed = await consumer._commit(offsets)
+        except Exception as exc:  # a timeout too; a cancellation (the worker stopping) goes on
+            await self._commit_failed(batch, exc)
+        if not committed:
+            # faust's consumer thread answers False when the group rebalanced under the commit (the partition's
+            # new holder reads from the last commit: nothing to do), and when the commit failed in any other
+            # way, after crashing itself with the error.
+            failure = consumer._thread.crash_reason
+            if failure is not None:
+                await self._commit_failed(batch, failure)
+            log.info("offsets not committed (partition moved); the new holder reads them again", offsets=offsets)
+
+    async def _commit_failed(self, batch: Batch, error: BaseException) -> NoReturn:
+        """A failed commit is fatal: a consumer going on after one could hide a broken commit path for long
+        (nothing committed, and a restart reading all since the last commit again). The process exits 1
+        instead, for its supervisor to restart it: the written delivery is then read again under its plan
+        and written once (its token), so nothing is lost and nothing is paid twice."""
+        COMMIT_FAILURES.inc()
+        log.critical(
+            "committing offsets failed; the worker exits (status 1) to be restarted, the delivery will be read "
+            "again and written once",
+            token=batch.delivery.token,
+            error=repr(error),
+            exc_info=error,
+        )
+        # Stopping may never end (aiokafka's consumer cannot stop without its broker): leave in any case.
+        _exit_within(self._options.stop_timeout_s)
+        await self._app.crash(error)
+        raise asyncio.CancelledError  # ends the agent; the crash stops the worker, which exits 1
 
     def _assigned(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self._app.consumer.assignment()}
@@ -314,6 +363,12 @@ class _Worker(faust.Worker):
             timer.daemon = True
             timer.start()
         super()._schedule_shutdown(signal)
+
+
+def _exit_within(timeout_s: float) -> None:
+    timer = threading.Timer(timeout_s, _exit_now, (timeout_s,))
+    timer.daemon = True
+    timer.start()
 
 
 def _exit_now(timeout_s: float) -> None:

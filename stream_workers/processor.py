@@ -23,7 +23,7 @@ from rewards.domain.limits import check_time_ms
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
-from rewards.ports import Delivery, StateStore, Warehouse
+from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
 from schemas.records import (
     AffiliateRecord,
     ClaimCheckRecord,
@@ -47,6 +47,7 @@ TABLES = (
 class _Writes:
     rows: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     processed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    failed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # conversions set aside
     new_checks: dict[str, list[claim_checks.ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
 
@@ -76,8 +77,11 @@ class _Unusable:
     reason: str
 
 
-async def process_delivery(delivery: Delivery, state: StateStore, warehouse: Warehouse) -> int:
-    """Write one delivery; returns the number of payouts written."""
+async def process_delivery(
+    delivery: Delivery, state: StateStore, warehouse: Warehouse, dead_letters: DeadLetterLog | None = None
+) -> int:
+    """Write one delivery; returns the number of payouts written. Dead letters are also published on
+    `dead_letters` when given (the production shape's `rewards.events.dlq` topic)."""
     writes = _Writes()
     created = now_ms()
     records = await _not_yet_processed(delivery.records, state)
@@ -90,6 +94,10 @@ async def process_delivery(delivery: Delivery, state: StateStore, warehouse: War
         await state.register_claim_checks(project_id, checks)
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
+    for project_id, dedup_ids in writes.failed.items():
+        await state.mark_failed(project_id, dedup_ids)
+    if dead_letters is not None and writes.rows["dead_letters"]:
+        await dead_letters.publish(writes.rows["dead_letters"])
     _count_dead_letters(writes.rows["dead_letters"], delivery.token)
     return writes.payouts
 
@@ -97,22 +105,27 @@ async def process_delivery(delivery: Delivery, state: StateStore, warehouse: War
 def _add_alone(record, projects: dict, writes: _Writes, created: int, token: str) -> None:
     """Add the record's rows, or, if it cannot be read or computed, a dead letter in their place."""
     if isinstance(record, Undecodable):
-        writes.rows["dead_letters"].append(rows.dead_letter_row(record, record.reason, token, created))
+        _set_aside(record, record.reason, writes, created, token)
         return
     project = projects[record.project_id]
     if isinstance(project, _Unusable):
         if isinstance(record, ConversionRecord | CodeUseRecord):  # the only records the configuration pays
-            writes.rows["dead_letters"].append(rows.dead_letter_row(record, project.reason, token, created))
+            _set_aside(record, project.reason, writes, created, token)
             return
         project = _Project(EMPTY_CONFIG, {}, {})
     own = _Writes()
     try:
         _add(record, project, own, created)
     except Exception as exc:  # deterministic: computing a record's rows reads nothing but the record
-        reason = f"{type(exc).__name__}: {exc}"
-        writes.rows["dead_letters"].append(rows.dead_letter_row(record, reason, token, created))
+        _set_aside(record, f"{type(exc).__name__}: {exc}", writes, created, token)
         return
     writes.merge(own)
+
+
+def _set_aside(record, reason: str, writes: _Writes, created: int, token: str) -> None:
+    writes.rows["dead_letters"].append(rows.dead_letter_row(record, reason, token, created))
+    if isinstance(record, ConversionRecord):
+        writes.failed[record.project_id].append(record.dedup_id)
 
 
 def _count_dead_letters(dead: list[dict], token: str) -> None:

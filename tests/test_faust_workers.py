@@ -321,3 +321,40 @@ async def _outcome(awaitable) -> tuple[object, float]:
     except Exception as exc:
         result = exc
     return result, time.monotonic() - started
+
+
+async def test_a_failed_offset_commit_stops_the_worker_with_status_1_and_a_restart_writes_exact_totals(
+    kafka, event_log, warehouse, project, group_id, start_worker
+):
+    """The broker stops while a delivery is written and its offsets are not committed: the commit cannot be
+    done (aiokafka would retry it for as long as the broker is away), and once REWARDS_WORKER_COMMIT_TIMEOUT_S
+    is past the worker stops and exits 1, never merely logging it. Restarted with the broker back, a worker
+    reads the delivery again under its plan and writes every event exactly once."""
+    if kafka.engine is None:
+        pytest.skip("the broker comes from KAFKA_BOOTSTRAP_SERVERS: it cannot be stopped here")
+    # A backlog first, in deliveries of one message each: the worker is caught between a write and its commit.
+    await _publish_batches(event_log, project, batches=40, size=100)
+    timeouts = {"REWARDS_WORKER_COMMIT_TIMEOUT_S": "2", "REWARDS_WORKER_STOP_TIMEOUT_S": "3"}
+    worker = start_worker("commit-fails", REWARDS_WORKER_BATCH_SIZE="100", **timeouts)
+    await eventually(lambda: _written_at_least(warehouse, project, 100), every_s=0.05)
+    probe = CommitProbe(kafka.url, group_id, project)
+    try:
+        async with Stopped(worker.process.pid) as frozen:
+            try:
+                deadline = time.monotonic() + 20
+                while not await probe.written_beyond_commit(warehouse):
+                    assert time.monotonic() < deadline, "never caught the worker between a write and its commit"
+                    await frozen.thaw_briefly()
+            finally:
+                await probe.close()
+            await asyncio.to_thread(kafka.engine.stop)
+        # Thawed: its commit meets no broker.
+        status = await asyncio.to_thread(worker.wait)
+    finally:
+        await asyncio.to_thread(kafka.engine.start)
+    assert status == 1, worker.log()[-3000:]
+    assert "committing offsets failed" in worker.log()
+
+    restarted = start_worker("after-failed-commit")
+    await eventually(lambda: _expect_totals(warehouse, project, 4000), timeout_s=60)
+    restarted.wait_for_log("following the recorded plan")  # the uncommitted delivery, read again under its plan

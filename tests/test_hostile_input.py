@@ -1,6 +1,7 @@
 """Hostile input (API.md §3 "Limits"): the edge refuses what could not be processed, naming each problem;
 what is accepted is processed; and one bad record never stops another project's events."""
 
+import time
 from decimal import Decimal, localcontext
 from urllib.parse import quote
 
@@ -330,8 +331,12 @@ def test_an_event_whose_payout_cannot_be_stored_stops_nobody(server, make_api, a
     hostile.wait_processed("after")
     assert other.get("/payouts/summary", params={"currency": "point"}).json() == {"total_payouts": "1"}
     assert hostile.get("/payouts/summary", params={"currency": "point"}).json() == {"total_payouts": "1"}
-    assert status_of(hostile, "overflow") == "accepted"  # set aside: never paid, never processed
+    assert status_of(hostile, "overflow") == "failed"  # set aside: never paid
     eventually(lambda: _dead_letters_above(server, before))
+    if server.shape == "production":  # also on the dead-letter topic, with the reason
+        [dead] = run_async(_dead_letter_topic(server, hostile.project_id))
+        assert (dead["record_type"], dead["source_id"]) == ("conversion", "overflow")
+        assert "payout limit" in dead["reason"] and orjson.loads(dead["payload"])["dedup_id"] == "overflow"
 
 
 def test_a_message_that_cannot_be_read_stops_nobody(server, make_api):
@@ -387,6 +392,28 @@ async def _publish_raw(server, project_id: str, payload: bytes) -> None:
         await producer.stop()
 
 
+async def _dead_letter_topic(server, project_id: str, timeout_s: float = 10) -> list[dict]:
+    """The project's dead letters on the topic (read from the start until some appear, or the timeout)."""
+    from aiokafka import AIOKafkaConsumer
+
+    from schemas.topics import DLQ_TOPIC
+
+    consumer = AIOKafkaConsumer(
+        DLQ_TOPIC, bootstrap_servers=server.env["KAFKA_BOOTSTRAP_SERVERS"], auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    found: list[dict] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not found and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            rows = [orjson.loads(message.value) for messages in batches.values() for message in messages]
+            found += [row for row in rows if row["project_id"] == project_id]
+        return found
+    finally:
+        await consumer.stop()
+
+
 def _dead_letters(server) -> float:
     url = server.url if server.shape == "embedded" else f"http://127.0.0.1:{server.ports['worker_metrics']}"
     text = httpx.get(f"{url}/metrics", timeout=5).text
@@ -399,3 +426,32 @@ def _dead_letters(server) -> float:
 
 def _dead_letters_above(server, before: float, by: int = 1) -> None:
     assert _dead_letters(server) >= before + by
+
+
+# -- sizes within the limits -----------------------------------------------------------------------------------
+
+
+def test_a_full_batch_of_incompressible_events_within_the_limits_is_accepted_and_processed(api):
+    """100 events of nearly 16 KiB each: 1.5 MB, under the 2 MiB body limit, and as large once compressed. The
+    production shape published it as one Kafka message over the broker's 1 MB default: 503 (retry later) forever."""
+    import base64
+    import random
+
+    rng = random.Random(10)
+    blobs = [base64.b64encode(rng.randbytes(11_500)).decode() for _ in range(100)]  # 15,336 characters each
+    events = [event(f"big{n}", metadata={"blob": blob}) for n, blob in enumerate(blobs)]
+    assert max(len(orjson.dumps(e)) for e in events) < 16 * 1024
+    response = api.post("/events/batch", json=batch(*events))
+    assert response.status_code == 200, response.text
+    assert response.json() == {"ingested_events": 100}
+    api.wait_processed(*(e["dedup_id"] for e in events), timeout_s=30)
+
+
+@pytest.mark.parametrize("field", ["signature", "signature_message"])
+def test_a_code_use_proof_is_bounded(api, field):
+    """The proof is stored with the use and read back with each read of the code (up to 1,000 uses a read in the
+    production shape): unbounded, 1 MB per use makes every read of a popular code a gigabyte."""
+    code = create(api, owner=user(1), quantity=1)[0]["code"]
+    response = api.patch(f"/referral_codes/{code}/use", json={**user(2), field: "0x" + "ab" * 500_000})
+    assert field in str(error_of(response, 400))
+    assert api.get(f"/referral_codes/{code}").json()["current_uses"] == 0

@@ -196,8 +196,9 @@ async def test_codes_create_list_get(store, pid):
     assert count == 5 and [r.code for r in page] == codes[::-1][1:3]
     assert await store.list_codes(pid, user(1), 10, 10) == ([], 5)
     assert await store.list_codes(pid, user(2), 0, 10) == ([], 0)
-    record = await store.get_code(pid, f"  {codes[0].lower()} ")
+    record = await store.get_code(pid, codes[0].lower())  # case-insensitive (ASCII), nothing else changed
     assert record == records[0]
+    assert await store.get_code(pid, f" {codes[0]}") is None and await store.get_code(pid, f"{codes[0]}\n") is None
     assert await store.get_code(pid, "NOPE000") is None
 
 
@@ -387,6 +388,15 @@ async def test_event_status_through_processed(store, pid):
     assert await store.event_status(pid, "p-1") == "processed"
     assert await store.processed_among(pid, ["p-1", "p-2", "p-9", "nope"]) == {"p-1"}
     assert await store.processed_among(pid, []) == set()
+
+
+async def test_an_event_set_aside_is_failed_and_stays_known(store, pid):
+    await ingest(store, pid, *batch("f-1", "f-2"))
+    await store.mark_failed(pid, ["f-1", "f-9"])
+    await store.mark_failed(pid, [])
+    assert [await store.event_status(pid, i) for i in ("f-1", "f-2", "f-9")] == ["failed", "accepted", None]
+    assert (await ingest(store, pid, *batch("f-1", "f-3"))).fresh == [1]  # still a duplicate
+    assert await store.processed_among(pid, ["f-1", "f-2"]) == {"f-1"}  # published again: not handled twice
 
 
 async def test_idempotent_replay_and_conflict(store, pid):
@@ -628,3 +638,9 @@ async def test_processed_while_pending_stays_processed(redis_store, rpid):
     async with redis_store.ingest(rpid, *batch("w-1", "w-2"), None):
         await redis_store.mark_processed(rpid, ["w-1"])  # a fast worker, before the commit
     assert [await redis_store.event_status(rpid, i) for i in ("w-1", "w-2")] == ["processed", "accepted"]
+
+
+async def test_failed_while_pending_stays_failed(redis_store, rpid):
+    async with redis_store.ingest(rpid, *batch("x-1"), None):
+        await redis_store.mark_failed(rpid, ["x-1"])
+    assert await redis_store.event_status(rpid, "x-1") == "failed"

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rewards.affiliates import affiliate_json, all_time_figures
+from rewards.domain.payout_config import Label
 from rewards.domain.timestamps import now_ms
 from rewards.errors import ApiError, bad_request, validation_messages
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
@@ -24,10 +25,10 @@ class CreateAffiliate(BaseModel):
     user_identifier_type: str
     name: str | None = Field(None, max_length=256)
     status: Literal["active", "pending", "suspended"] = "active"
-    region: str | None = Field(None, max_length=64)
-    audience: str | None = Field(None, max_length=64)
+    region: Label | None = Field(None, max_length=64)
+    audience: Label | None = Field(None, max_length=64)
     tax_status: Literal["verified", "pending", "exempt", "missing"] = "missing"
-    tier: str | None = Field(None, max_length=64)
+    tier: Label | None = Field(None, max_length=64)
 
 
 @router.post(

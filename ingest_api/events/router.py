@@ -4,9 +4,9 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from ingest_api.events.service import accept_events
-from rewards.errors import ApiError, bad_request
+from rewards.errors import ApiError, bad_request, unavailable
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
-from rewards.ports import Principal
+from rewards.ports import LogUnavailable, Principal
 from schemas.events import BatchIn, EventIn, InvalidEvents, parse_json, validate_batch, validate_event
 
 router = APIRouter(tags=["events"])
@@ -62,13 +62,13 @@ async def post_event(request: Request, principal: Principal = Depends(guard("Sen
 async def _accept(backends, project_id, events, idempotency):
     try:
         return await accept_events(backends.state, backends.log, project_id, events, idempotency)
-    except ApiError:
-        raise
+    except (ApiError, LogUnavailable):
+        raise  # a failed publication: 503 by rewards.http, as for every endpoint that publishes
     except Exception as exc:
-        # Nothing was accepted: the claim and the publication rolled back together (or, in the production
-        # shape, some of the batch's ids are being accepted by another request still in flight).
-        message = "Service Unavailable: the events were not accepted, retry later"
-        raise ApiError(503, message, headers={"Retry-After": "1"}) from exc
+        # API.md §3: any other internal failure answers 503 too, and nothing was accepted: the claim rolled
+        # back (or, in the production shape, some of the batch's ids are being accepted by another
+        # request still in flight).
+        raise unavailable("Service Unavailable: the events were not accepted, retry later") from exc
 
 
 @router.get("/events/status")

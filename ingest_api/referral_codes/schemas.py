@@ -34,8 +34,10 @@ class UseCode(BaseModel):
     model_config = ConfigDict(extra="ignore")
     user_identifier: str
     user_identifier_type: str
-    signature: str | None = None
-    signature_message: str | None = None
+    # Stored with the use and read back with the code: bounded (a signature is ~132 characters, a
+    # sign-in message a few hundred).
+    signature: str | None = Field(None, max_length=1024)
+    signature_message: str | None = Field(None, max_length=8192)
     chain_id: int | str | None = None
 
     def proof(self) -> dict:

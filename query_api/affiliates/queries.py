@@ -22,7 +22,7 @@ SORT_EXPRESSIONS = {
     "total_earnings": "earnings",
     "referred_users": "referred_users",
     "created_at": "created_at",
-    "name": "lower(name)",
+    "name": "lowerUTF8(name)",
 }
 # sort_by → what a window sums per affiliate over affiliate_stats_daily (the other sort keys are all time)
 WINDOW_SUMS = {

@@ -24,7 +24,7 @@ async def summary(
     return {"total_payouts": format_amount(total)}
 
 
-@router.get("/totals/{user_identifier}")
+@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.http
 async def totals(
     request: Request,
     user_identifier: str,

@@ -12,8 +12,9 @@ def generate_code() -> str:
 
 
 def normalize_code(code: str) -> str:
-    """Codes are matched case-insensitively."""
-    return code.strip().upper()
+    """Codes are matched case-insensitively, in ASCII only: `str.upper()` would make `ſ` an `S`, and stripping
+    would make `CODE\n` the code; such texts stay as they are and match no code."""
+    return code.upper() if code.isascii() else code
 
 
 def remaining_uses(max_uses: int | None, current_uses: int) -> int | None:

@@ -53,6 +53,19 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:40] + "…")
 
 
+# A value a list filter names (`?regions=EU,US`): commas separate values and blanks around them are
+# dropped, so a value holding either could never be named; control characters are never meant.
+_LABEL = re.compile(r"[^,\s\x00-\x1f\x7f-\x9f](?:[^,\x00-\x1f\x7f-\x9f]*[^,\s\x00-\x1f\x7f-\x9f])?")
+LABEL_RULE = "must not contain commas or control characters, nor begin or end with a space"
+
+
+def check_label(text: str) -> str:
+    """A region, audience or tier id: something the listing's comma-separated filters can name."""
+    if _LABEL.fullmatch(text) is None:
+        raise LimitError(LABEL_RULE)
+    return text
+
+
 def check_time_ms(ms: int) -> int:
     if not MIN_MS <= ms <= MAX_MS:
         raise LimitError(f"must be {TIME_RANGE}")

@@ -4,6 +4,7 @@ from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -17,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from rewards.domain.limits import LimitError, parse_amount
+from rewards.domain.limits import LimitError, check_label, parse_amount
 from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_time_ms
 
 
@@ -41,6 +42,16 @@ _PLAIN = PlainSerializer(lambda value: format(value, "f"), return_type=str, when
 Amount = Annotated[Decimal, BeforeValidator(_amount), _PLAIN]
 TierRate = Annotated[Decimal, BeforeValidator(_amount), Field(le=1), _PLAIN]
 TimestampMs = Annotated[int, BeforeValidator(_timestamp)]
+
+
+def _label(value: object) -> object:
+    try:
+        return check_label(value) if isinstance(value, str) else value
+    except LimitError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+Label = Annotated[str, AfterValidator(_label)]  # a tier id: what the listing's `tiers` filter names
 # The fields a document must name: without them a PUT of `{}` would silently wipe the configuration.
 REQUIRED_FIELDS = ("default_tier", "tiers")
 
@@ -60,7 +71,7 @@ class Rates(_Strict):
 
 
 class Tier(_Strict):
-    id: str = Field(min_length=1, max_length=64)
+    id: Label = Field(min_length=1, max_length=64)
     name: str = Field(min_length=1, max_length=128)
     rank: int = Field(ge=-(2**31), lt=2**31, strict=True)  # strict: `false` is no rank
     rates: Rates
@@ -91,6 +102,15 @@ class Reward(_Strict):
 
 class TokenCurrency(_Strict):
     address: str = Field(min_length=1, max_length=128)
+
+    @field_validator("address")
+    @classmethod
+    def _not_points(cls, address: str) -> str:
+        # Payouts record a token's address where points record `point`: a token so named would count as points.
+        if address.lower() == "point":
+            raise ValueError("must not be 'point' (the name of points)")
+        return address
+
     chain_id: int = Field(ge=0, lt=2**63, strict=True)
     name: str = Field(min_length=1, max_length=64)
     decimals: int = Field(ge=0, le=36, strict=True)

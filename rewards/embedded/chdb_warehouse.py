@@ -7,8 +7,9 @@ from pathlib import Path
 
 import orjson
 
+from rewards import migrations
 from rewards.clickhouse_values import param_text
-from schemas.clickhouse import INSERT_SETTINGS, statements
+from schemas.clickhouse import INSERT_SETTINGS
 
 _TOKEN = re.compile(r"^[A-Za-z0-9:_.-]{1,200}$")
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -24,8 +25,10 @@ class ChdbWarehouse:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chdb")
 
     async def migrate(self) -> None:
-        for statement in statements():
-            await self._run(statement, None, "TabSeparated")
+        await migrations.migrate(self)
+
+    async def command(self, sql: str) -> None:
+        await self._run(sql, None, "TabSeparated")
 
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
         if not rows:

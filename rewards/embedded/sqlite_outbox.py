@@ -1,8 +1,9 @@
 """The event log on SQLite: a transactional outbox, the embedded stand-in for Kafka.
 
 `publish` inside `StateStore.ingest`/`use_code` joins their transaction, so a batch is durable on
-disk, with its dedup claim, before the response leaves. The in-process worker is woken at once;
-other processes' writes are found by polling.
+disk, with its dedup claim, before the response leaves. A failed insert (a full disk, an I/O error)
+raises LogUnavailable, as every EventLog does: the transaction then rolls back with the claim. The
+in-process worker is woken at once; other processes' writes are found by polling.
 """
 
 import asyncio
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.ports import Delivery
+from rewards.ports import Delivery, LogUnavailable
 from schemas.records import decode_message
 
 
@@ -22,11 +23,15 @@ class SqliteOutbox:
         self._published = asyncio.Event()
 
     async def publish(self, project_id: str, payload: bytes) -> None:
-        await self._db.run(
-            lambda c: c.execute(
-                "INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)", (project_id, payload, now_ms())
+        try:
+            await self._db.run(
+                lambda c: c.execute(
+                    "INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)",
+                    (project_id, payload, now_ms()),
+                )
             )
-        )
+        except sqlite3.Error as exc:
+            raise LogUnavailable(f"writing to the outbox failed: {exc}") from exc
         self._published.set()
 
     async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:

@@ -19,6 +19,9 @@ from rewards.ports import Affiliate, IngestClaim, Principal, Referral
 from schemas.records import ClaimCheckRecord, CodeUseRecord
 
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
+# dedup.processed: 0 accepted, 1 processed, 2 failed (set aside by the workers as a dead letter)
+_PROCESSED, _FAILED = 1, 2
+_STATUSES = ("accepted", "processed", "failed")
 
 
 class SqliteStateStore:
@@ -350,7 +353,7 @@ class SqliteStateStore:
         )
         if row is None:
             return None
-        return "processed" if row["processed"] else "accepted"
+        return _STATUSES[row["processed"]]
 
     async def has_event(self, project_id: str, user: User, name: str) -> bool:
         row = await self._db.run(
@@ -362,10 +365,16 @@ class SqliteStateStore:
         return row is not None
 
     async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None:
+        await self._mark(project_id, dedup_ids, _PROCESSED)
+
+    async def mark_failed(self, project_id: str, dedup_ids: list[str]) -> None:
+        await self._mark(project_id, dedup_ids, _FAILED)
+
+    async def _mark(self, project_id: str, dedup_ids: list[str], status: int) -> None:
         await self._db.run(
             lambda c: c.executemany(
-                "UPDATE dedup SET processed = 1 WHERE project_id = ? AND dedup_id = ?",
-                [(project_id, dedup_id) for dedup_id in dedup_ids],
+                "UPDATE dedup SET processed = ? WHERE project_id = ? AND dedup_id = ?",
+                [(status, project_id, dedup_id) for dedup_id in dedup_ids],
             )
         )
 
@@ -412,7 +421,7 @@ class SqliteStateStore:
         def read(c: sqlite3.Connection) -> set[str]:
             marks = ",".join("?" * len(dedup_ids))
             rows = c.execute(
-                f"SELECT dedup_id FROM dedup WHERE project_id = ? AND processed = 1 AND dedup_id IN ({marks})",
+                f"SELECT dedup_id FROM dedup WHERE project_id = ? AND processed > 0 AND dedup_id IN ({marks})",
                 (project_id, *dedup_ids),
             ).fetchall()
             return {row["dedup_id"] for row in rows}

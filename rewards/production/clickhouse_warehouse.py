@@ -6,8 +6,9 @@ identical rows (64-bit integers and decimals as ClickHouse writes them in JSON).
 
 import orjson
 
+from rewards import migrations
 from rewards.clickhouse_values import param_value
-from schemas.clickhouse import INSERT_SETTINGS, statements
+from schemas.clickhouse import INSERT_SETTINGS
 
 
 class ClickHouseWarehouse:
@@ -21,8 +22,10 @@ class ClickHouseWarehouse:
         return cls(await clickhouse_connect.get_async_client(dsn=url))
 
     async def migrate(self) -> None:
-        for statement in statements():
-            await self._client.command(statement)
+        await migrations.migrate(self)
+
+    async def command(self, sql: str) -> None:
+        await self._client.command(sql)
 
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
         if not rows:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from rewards.ports import LogUnavailable
 from schemas.topics import EVENTS_TOPIC, partition_key
 
 log = structlog.get_logger(__name__)
@@ -49,8 +50,9 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024  # a 2 MB request body grows a little as rec
 _instances = itertools.count()
 
 
-class PublishFailed(Exception):
-    """The records were not published (or it is unknown whether they were)."""
+class PublishFailed(LogUnavailable):
+    """The records were not published (or it is unknown whether they were): the only exception `publish`
+    raises besides cancellation, a LogUnavailable as the port says (the HTTP layer answers 503)."""
 
 
 class _Slot:
@@ -165,6 +167,9 @@ async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: f
                 await asyncio.gather(*sent)
             except Exception:  # not on a timeout: the time is up, the producer is replaced instead
                 await _abort(slot, producer)
+                # Replaced even when the abort succeeded: after a refused send (e.g. a message too large) the
+                # producer's sequence numbers are off, and its next transaction would fail another request.
+                slot.discard()
                 raise
             await producer.commit_transaction()
     except Exception as exc:

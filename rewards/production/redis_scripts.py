@@ -119,7 +119,7 @@ for i = 2, #KEYS do
     seen[KEYS[i]] = true
     local status = redis.call('GET', KEYS[i])
     if not status then fresh[#fresh + 1] = i - 2
-    elseif status ~= 'accepted' and status ~= 'processed' then busy[#busy + 1] = i - 2 end
+    elseif status ~= 'accepted' and status ~= 'processed' and status ~= 'failed' then busy[#busy + 1] = i - 2 end
   end
 end
 if #busy > 0 then return {'busy', busy} end
@@ -139,7 +139,7 @@ local pending, n, lost = 'pending:' .. ARGV[1], tonumber(ARGV[2]), 0
 for i = 2, n + 1 do
   local status = redis.call('GET', KEYS[i])
   if status == pending or not status then redis.call('SET', KEYS[i], 'accepted')
-  elseif status ~= 'processed' then lost = lost + 1 end
+  elseif status ~= 'processed' and status ~= 'failed' then lost = lost + 1 end
 end
 for i = n + 2, #KEYS do redis.call('SADD', KEYS[i], ARGV[i + 5 - n]) end
 local holder = redis.call('HGET', KEYS[1], 'token')
@@ -164,10 +164,11 @@ if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: dedup keys. A pending claim becomes processed too: its publication reached the worker.
+# KEYS: dedup keys; ARGV: the status, 'processed' or 'failed' (set aside as a dead letter). A pending claim
+# takes it too: its publication reached the worker.
 MARK_PROCESSED = """
 for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('SET', KEYS[i], 'processed') end
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('SET', KEYS[i], ARGV[1]) end
 end
 return 1
 """

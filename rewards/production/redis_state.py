@@ -387,22 +387,28 @@ class RedisStateStore:
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         status = await self._redis.get(ProjectKeys(project_id).dedup(dedup_id))
-        return status if status in ("accepted", "processed") else None
+        return status if status in ("accepted", "processed", "failed") else None
 
     async def has_event(self, project_id: str, user: User, name: str) -> bool:
         return await self._redis.sismember(ProjectKeys(project_id).user_events(user), name) == 1
 
     async def mark_processed(self, project_id: str, dedup_ids: list[str]) -> None:
+        await self._mark(project_id, dedup_ids, "processed")
+
+    async def mark_failed(self, project_id: str, dedup_ids: list[str]) -> None:
+        await self._mark(project_id, dedup_ids, "failed")
+
+    async def _mark(self, project_id: str, dedup_ids: list[str], status: str) -> None:
         if dedup_ids:
             k = ProjectKeys(project_id)
-            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids])
+            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids], args=[status])
 
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
         if not dedup_ids:
             return set()
         k = ProjectKeys(project_id)
         values = await self._redis.mget([k.dedup(d) for d in dedup_ids])
-        return {d for d, value in zip(dedup_ids, values, strict=True) if value == "processed"}
+        return {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
 
     # -- claim checks ----------------------------------------------------------------------------
 

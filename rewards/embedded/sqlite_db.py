@@ -87,10 +87,16 @@ class SqliteDatabase:
         try:
             result = fn(self._conn)
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             raise
         self._conn.execute("COMMIT")
         return result
+
+    def _rollback(self) -> None:
+        # SQLite rolls a transaction back by itself on some errors (a full disk, I/O errors): a ROLLBACK then
+        # fails ("no transaction is active") and would hide the error that matters.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     @asynccontextmanager
     async def transaction(self):
@@ -102,7 +108,7 @@ class SqliteDatabase:
             try:
                 yield
             except BaseException:
-                await loop.run_in_executor(self._executor, self._conn.execute, "ROLLBACK")
+                await loop.run_in_executor(self._executor, self._rollback)
                 raise
             else:
                 await loop.run_in_executor(self._executor, self._conn.execute, "COMMIT")

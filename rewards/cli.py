@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -34,13 +35,19 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _with_state(data_dir: Path, action):
+def _with_state(data_dir: Path, action, create: bool = False):
     """Run `action(state)` on the state store: Redis's when REDIS_URL is set (the production shape),
-    else the embedded one of `data_dir` (safe beside a running server)."""
-    from rewards.backends import open_embedded_state
+    else the embedded one of `data_dir` (safe beside a running server). Only `create` makes a new one:
+    run from another folder, a command would otherwise make an empty `./data` and its keys answer 401."""
+    from rewards.backends import open_embedded_state, state_path
     from rewards.settings import Settings
 
     redis_url = Settings().redis_url
+    if not redis_url and not create and not state_path(data_dir).exists():
+        _fail(
+            f"no data in {data_dir.resolve()}: pass the folder `rewards serve` uses (--data-dir or "
+            "REWARDS_DATA_DIR), or create a project there first (`rewards project create`)"
+        )
 
     async def open_state():
         if redis_url:
@@ -66,10 +73,14 @@ def serve(
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Serve every endpoint and run the pipeline in one process (the embedded default)."""
+    from rewards.serve import DataDirInUse
     from rewards.serve import serve as run_server
     from rewards.settings import Settings
 
-    run_server(Settings(host=host, port=port, data_dir=data_dir))
+    try:
+        run_server(Settings(host=host, port=port, data_dir=data_dir))
+    except DataDirInUse as exc:
+        _fail(str(exc))
 
 
 def _serve_factory(factory: str, host: str, port: int, processes: int) -> None:
@@ -94,8 +105,19 @@ def ingest_api(
     host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8001,
     processes: Processes = 1,
+    instance: Annotated[
+        str | None,
+        typer.Option(
+            envvar="REWARDS_INGEST_INSTANCE",
+            help="This service's identity, kept across its restarts and never shared by two live ones (a pod name,"
+            " a systemd instance; default: the host name). Its Kafka transactional ids derive from it (and the"
+            " worker's index), so a restart fences the dead process's open transactions at once.",
+        ),
+    ] = None,
 ) -> None:
     """The production shape's ingest edge (events, codes, configuration, affiliates, claim check changes)."""
+    if instance:
+        os.environ["REWARDS_INGEST_INSTANCE"] = instance  # read by each worker process's Settings
     _serve_factory("ingest_api.main:create", host, port, processes)
 
 
@@ -190,7 +212,7 @@ def migrate(
 @project_app.command("create")
 def project_create(name: Annotated[str, typer.Option("--name")], data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     """Create a project; prints its id."""
-    project_id = _with_state(data_dir, lambda state: state.create_project(name))
+    project_id = _with_state(data_dir, lambda state: state.create_project(name), create=True)
     _print({"project_id": project_id})
 
 

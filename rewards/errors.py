@@ -95,9 +95,9 @@ def _message(field: str, error: dict) -> str:
         case "string_too_long":
             return f"{field} must be at most {ctx.get('max_length')} characters"
         case "too_short":
-            return f"{field} must contain at least {ctx.get('min_length')} elements"
+            return f"{field} must contain at least {_elements(ctx.get('min_length'))}"
         case "too_long":
-            return f"{field} must contain at most {ctx.get('max_length')} elements"
+            return f"{field} must contain at most {_elements(ctx.get('max_length'))}"
         case "greater_than_equal":
             return f"{field} must not be less than {ctx.get('ge')}"
         case "greater_than":
@@ -110,3 +110,7 @@ def _message(field: str, error: dict) -> str:
             reason = str(ctx.get("error", error["msg"]))
             return f"{field} {reason}" if field else reason
     return f"{field}: {error['msg']}" if field else error["msg"]
+
+
+def _elements(count: object) -> str:
+    return f"{count} element" if count == 1 else f"{count} elements"

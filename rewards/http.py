@@ -325,14 +325,26 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
     return dependency
 
 
+MISSING_KEY = "Missing Authorization header: send 'Authorization: Bearer <API key>'"
+NOT_BEARER = "The Authorization header must be 'Bearer <API key>'"
+UNKNOWN_KEY = "Unknown or revoked API key"
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
 async def _authenticate(request: Request) -> Principal:
-    header = request.headers.get("authorization", "")
+    """The key's principal, or a 401 that says which of the three things is wrong (never echoing the key)."""
+    header = request.headers.get("authorization", "").strip()
+    if not header:
+        raise _unauthorized(MISSING_KEY)
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "Unauthorized")
+        raise _unauthorized(NOT_BEARER)
     principal = await backends_of(request).state.resolve_key(token.strip())
     if principal is None:
-        raise ApiError(401, "Unauthorized")
+        raise _unauthorized(UNKNOWN_KEY)
     if principal.project_deleted:
         raise ApiError(404, "Project not found")
     return principal

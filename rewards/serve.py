@@ -1,6 +1,8 @@
 """`rewards serve`: the embedded default, one process serving every endpoint and running the pipeline."""
 
 import contextlib
+import fcntl
+from pathlib import Path
 
 import structlog
 import uvicorn
@@ -33,8 +35,26 @@ def embedded_app(settings: Settings) -> FastAPI:
     return create_app("Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes)
 
 
+class DataDirInUse(RuntimeError):
+    pass
+
+
+def lock_data_dir(data_dir: Path):
+    """Hold the data directory for this process (released when it exits, however it exits): a second server
+    on it would fail deep inside chdb with a traceback; this says it in one line, before anything starts."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(data_dir / "serve.lock", "a")  # noqa: SIM115  # held open for the life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise DataDirInUse(f"another `rewards serve` is running on {data_dir.resolve()}") from None
+    return lock
+
+
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
+    lock = lock_data_dir(settings.data_dir)  # noqa: F841  # kept until the process exits
     uvicorn.run(
         embedded_app(settings),
         host=settings.host,

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     log_level: str = "info"
     log_format: Literal["json", "console"] = "json"
     worker_poll_s: float = 0.5
+    # This ingest process's identity, stable across its restarts (a pod name, a StatefulSet ordinal, a systemd
+    # instance; default: the host name): its Kafka transactional ids derive from it, so a restarted process
+    # fences its dead predecessor at once. Never the same for two live processes on different machines.
+    ingest_instance: str | None = None
 
     # The production shape (all three set: `rewards ingest-api | workers | query-api | migrate`)
     kafka_bootstrap_servers: str | None = _engine_url("KAFKA_BOOTSTRAP_SERVERS")

@@ -11,18 +11,33 @@ def error_of(response: httpx.Response, status: int) -> str | list:
     return body["message"]
 
 
-@pytest.mark.parametrize("header", [None, "", "Bearer", "Basic abc", "Bearer rk_nope_nope", "Bearer garbage"])
-def test_missing_malformed_or_unknown_key_is_401(server, header):
+MISSING = "Missing Authorization header: send 'Authorization: Bearer <API key>'"
+NOT_BEARER = "The Authorization header must be 'Bearer <API key>'"
+UNKNOWN = "Unknown or revoked API key"
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [(None, MISSING), ("", MISSING), ("Bearer", NOT_BEARER), ("Basic abc", NOT_BEARER),
+     ("abc", NOT_BEARER), ("Bearer rk_nope_nope", UNKNOWN), ("Bearer garbage", UNKNOWN)],
+)  # fmt: skip
+def test_missing_malformed_or_unknown_key_is_401_saying_which(server, header, message):
     headers = {} if header is None else {"Authorization": header}
-    response = httpx.get(f"{server.urls['query']}/api/v1/payouts/summary?currency=point", headers=headers)
-    assert error_of(response, 401) == "Unauthorized"
+    for url in (
+        f"{server.urls['query']}/api/v1/payouts/summary?currency=point",
+        f"{server.urls['ingest']}/api/v1/projects/config",
+    ):
+        response = httpx.get(url, headers=headers)
+        assert error_of(response, 401) == message
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+        assert "garbage" not in response.text and "rk_nope" not in response.text  # the key is never echoed
 
 
 def test_revoked_key_is_401(make_api, admin):
     api = make_api()
     assert api.get("/payouts/summary", params={"currency": "point"}).status_code == 200
     admin.revoke(api.api_key)
-    error_of(api.get("/payouts/summary", params={"currency": "point"}), 401)
+    assert error_of(api.get("/payouts/summary", params={"currency": "point"}), 401) == UNKNOWN
 
 
 def test_deleted_project_is_404(make_api, admin, project):

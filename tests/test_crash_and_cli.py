@@ -78,3 +78,20 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
 def test_cli_help(args, tmp_path):
     result = subprocess.run([sys.executable, "-m", "rewards", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "Usage" in result.stdout
+
+
+def test_cli_refuses_a_data_dir_that_does_not_exist_naming_it(tmp_path):
+    missing = tmp_path / "elsewhere"
+    result = rewards("key", "create", "--project", "p", "--scope", "service_role", data_dir=missing)
+    assert result.returncode == 1 and result.stdout == ""
+    assert json.loads(result.stderr)["error"].startswith(f"no data in {missing}")
+    assert not missing.exists()  # nothing created: a key made there would answer 401 from the real server
+
+
+def test_a_second_server_on_the_same_data_dir_says_so_in_one_line(embedded_server):
+    command = [sys.executable, "-m", "rewards", "serve", "--port", "0", "--data-dir", str(embedded_server.data_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        json.dumps({"error": f"another `rewards serve` is running on {embedded_server.data_dir.resolve()}"})
+    ]

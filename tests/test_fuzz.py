@@ -149,5 +149,14 @@ def test_the_fuzzed_document_is_the_served_one(fuzzed_server):
 @schema.parametrize()
 @settings(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 def test_fuzz(case, fuzzed_server, service_key, http_session):
+    if not _sendable(case):
+        return
     authorization = {"Authorization": f"Bearer {service_key}"}
     case.call_and_validate(base_url=fuzzed_server.url, session=http_session, headers=authorization, checks=CHECKS)
+
+
+def _sendable(case) -> bool:
+    """Whether the request is one HTTP can carry: a control character in a path parameter is sent raw in the
+    request line, which HTTP forbids; uvicorn's parser answers it (plain text) before any application runs."""
+    values = (str(value) for value in (case.path_parameters or {}).values())
+    return not any(ord(char) < 0x20 or char == "\x7f" for value in values for char in value)

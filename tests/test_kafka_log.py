@@ -2,11 +2,18 @@
 during an outage of the broker are tested in test_faust_workers, with the workers)."""
 
 import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from rewards.devengines import start_kafka
-from rewards.production.kafka_log import KafkaEventLog
+from rewards.production import kafka_log
+from rewards.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.production.migrate import create_topic
 from schemas.records import dump_records
 from schemas.topics import partition_key
@@ -94,3 +101,111 @@ async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafk
 
     messages = await eventually(visible, timeout_s=5, every_s=0.05)
     assert [m.value for m in messages] == [dump_records(conversions(PROJECT, b, 1)) for b in ("alone", "after")]
+
+
+# -- transactional ids stable per process slot: a restart fences the dead ------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOMBIE_TIMEOUT_MS = 60_000  # the dead process's transaction timeout: without fencing, readers wait this long
+
+
+@pytest.fixture
+def instance() -> str:
+    """An ingest instance of this test alone; its lock files (see kafka_log._claim_index) removed after."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    yield name
+    for path in Path(kafka_log.LOCK_DIR).glob(f"rewards-ingest-{name}*.lock"):
+        path.unlink()
+
+
+def test_the_process_index_is_the_lowest_free_one_of_its_instance(instance):
+    first, first_fd = kafka_log._claim_index(instance)
+    second, second_fd = kafka_log._claim_index(instance)
+    other, other_fd = kafka_log._claim_index(instance + "-other")
+    assert (first, second, other) == (0, 1, 0)
+    kafka_log.os.close(first_fd)  # as when its process dies: the next one takes its index, hence its ids
+    again, again_fd = kafka_log._claim_index(instance)
+    assert again == 0
+    for fd in (second_fd, other_fd, again_fd):
+        kafka_log.os.close(fd)
+
+
+async def test_a_restarted_process_fences_its_dead_predecessor_at_once(kafka, event_log, instance):
+    """A process killed with a transaction open holds back read_committed readers of that partition until
+    the transaction times out, unless its restart (same instance, same transactional ids) fences it."""
+    before = await end_offsets(kafka.url)
+    command = [sys.executable, "-m", "tests.kafka_open_transaction", kafka.url, instance, PROJECT]
+    zombie = subprocess.Popen([*command, str(ZOMBIE_TIMEOUT_MS)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while not line.startswith("open"):  # past its log lines
+            line = await asyncio.to_thread(zombie.stdout.readline)
+            assert line, "the process exited before opening its transaction"
+        assert line.startswith(f"open rewards-ingest-{instance}-0-0"), line
+    finally:
+        zombie.kill()  # SIGKILL: its transaction stays open on the broker
+        zombie.wait(10)
+        zombie.stdout.close()
+    held, after = (dump_records(conversions(PROJECT, batch, 1)) for batch in ("held", "after"))
+
+    # Another instance (as every restart was when the ids had the pid in them): committed, yet held back.
+    other = await KafkaEventLog.start(kafka.url, 1, instance + "-other")
+    try:
+        await other.publish(PROJECT, held)
+    finally:
+        await other.close()
+    await asyncio.sleep(3)
+    assert await read_since(kafka.url, before, "read_committed") == []
+
+    # The same instance restarted: its producer's initialisation fences the dead one and aborts its transaction.
+    started = time.monotonic()
+    restarted = await KafkaEventLog.start(kafka.url, 1, instance)
+    try:
+        assert restarted._slots[0].transactional_id == f"rewards-ingest-{instance}-0-0"
+        await restarted.publish(PROJECT, after)
+
+        async def visible():
+            messages = await read_since(kafka.url, before, "read_committed")
+            assert len(messages) == 2
+            return messages
+
+        messages = await eventually(visible, timeout_s=ZOMBIE_TIMEOUT_MS / 1000, every_s=0.05)
+        stall = time.monotonic() - started
+    finally:
+        await restarted.close()
+    assert [m.value for m in messages] == [held, after]  # the dead one's message aborted, never seen
+    assert stall < ZOMBIE_TIMEOUT_MS / 1000 / 6, f"readers stalled {stall:.1f} s after the restart"
+
+
+async def test_a_producer_fenced_by_another_with_its_id_is_counted_and_replaced(kafka, event_log, instance):
+    """Two live producers sharing an id (two live processes of one instance, on two machines) fence each
+    other: the fenced one's publish fails, is counted, and its slot gets a new producer (fencing the other)."""
+    event_log = await KafkaEventLog.start(kafka.url, 1, instance)
+    (slot,) = event_log._slots
+    intruder = await kafka_log._start_producer(kafka.url, slot.transactional_id)
+    fenced_before = REGISTRY.get_sample_value("rewards_kafka_producers_fenced_total") or 0
+    try:
+        with pytest.raises(PublishFailed):
+            await event_log.publish(PROJECT, dump_records(conversions(PROJECT, "fenced", 1)))
+        assert REGISTRY.get_sample_value("rewards_kafka_producers_fenced_total") == fenced_before + 1
+        await event_log.publish(PROJECT, dump_records(conversions(PROJECT, "replaced", 1)))
+    finally:
+        await kafka_log._stop(intruder)
+        await event_log.close()
+
+
+async def test_the_instance_is_rewards_ingest_instance_else_the_host_name(kafka, event_log, monkeypatch, instance):
+    monkeypatch.setenv("REWARDS_INGEST_INSTANCE", instance)
+    first = await KafkaEventLog.start(kafka.url, 2)
+    try:
+        second = await KafkaEventLog.start(kafka.url, 1)  # live beside the first: the next index
+        await second.close()
+        assert [s.transactional_id for s in first._slots + second._slots] == [
+            f"rewards-ingest-{instance}-0-0",
+            f"rewards-ingest-{instance}-0-1",
+            f"rewards-ingest-{instance}-1-0",
+        ]
+    finally:
+        await first.close()
+    monkeypatch.delenv("REWARDS_INGEST_INSTANCE")
+    assert event_log._slots[0].transactional_id.startswith(f"rewards-ingest-{kafka_log.socket.gethostname()}-")

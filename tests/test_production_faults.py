@@ -17,7 +17,7 @@ from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from tests.conftest import SERVICE, event, evm
-from tests.harness import Admin, Api, ProductionServer, free_port, run_async, stop_processes, wait_healthy
+from tests.harness import Admin, Api, ProductionServer, free_port, stop_processes, wait_healthy
 
 CONFIG = {
     "default_tier": None,
@@ -169,14 +169,7 @@ class Publishing:
         return response.json()
 
     def _state(self, action):
-        async def run():
-            state = await self.server.open_state()
-            try:
-                return await action(state)
-            finally:
-                await state.close()
-
-        return run_async(run())
+        return Admin(self.server)._do(action)
 
 
 def _until_not_503(request: Callable[[], httpx.Response], timeout_s: float = 30) -> httpx.Response:

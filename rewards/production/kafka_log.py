@@ -21,16 +21,34 @@ hanging; a publish given up before a producer took it is never sent. A producer 
 unknown after a failure (its abort failed or timed out) is replaced by a new one under the same
 transactional id, started on its next use: the new producer's initialisation fences the old one and
 aborts whatever transaction it left open.
+
+Transactional ids are stable per process slot, so that a restart fences the dead: producer n of the pool
+is `rewards-ingest-<instance>-<index>-<n>`, where `instance` is REWARDS_INGEST_INSTANCE (a pod name, a
+StatefulSet ordinal, a systemd instance) or else the host name, and `index` is the lowest free one among
+this machine's live event logs of that instance (a lock file each, `flock`ed for the log's life and
+released by the kernel when its process dies: the N workers of `ingest-api --processes N` hold 0..N-1, and
+a worker restarted after a crash takes its dead predecessor's index). A restarted process's producers thus
+initialise the dead one's ids, which fences it and aborts its open transactions at once, instead of holding
+back every read_committed reader of their partitions until the broker's `TRANSACTION_TIMEOUT_MS`. (Ids the
+restarted process does not reuse, e.g. after the pool shrank, still wait for that timeout.)
+
+The rule: two live processes never share an instance across machines (on one machine the index keeps them
+apart). If they do, each producer start fences the other's: a fenced producer fails its publishes (503),
+logs an error naming the likely cause, is counted in `rewards_kafka_producers_fenced_total` and is replaced
+on its next use (which fences the other in turn: the count keeps climbing until the configuration is fixed).
 """
 
 import asyncio
 import contextlib
-import itertools
+import fcntl
 import os
+import re
 import socket
+import tempfile
 from dataclasses import dataclass, field
 
 import structlog
+from prometheus_client import Counter
 
 from rewards.ports import LogUnavailable
 from schemas.topics import EVENTS_TOPIC, partition_key
@@ -45,9 +63,12 @@ TRANSACTION_TIMEOUT_MS = 10_000  # how long a lost producer's open transaction h
 MAX_GROUP = 64  # publishes per transaction at most
 MAX_BATCH_BYTES = 1024 * 1024  # a partition's messages of one transaction travel (and compress) together
 MAX_REQUEST_BYTES = 8 * 1024 * 1024  # a 2 MB request body grows a little as records; lz4 shrinks it ~3-5x
+LOCK_DIR = tempfile.gettempdir()  # where the lock files of the process indexes live
 
-
-_instances = itertools.count()
+FENCED = Counter(
+    "rewards_kafka_producers_fenced_total",
+    "Transactional producers fenced by another with the same id: two live ingest processes sharing an instance?",
+)
 
 
 class PublishFailed(LogUnavailable):
@@ -83,16 +104,23 @@ class _Publish:
 
 
 class KafkaEventLog:
-    def __init__(self, slots: list[_Slot]):
+    def __init__(self, slots: list[_Slot], lock_fd: int | None = None):
         self._slots = slots
+        self._lock_fd = lock_fd  # holds this log's process index (see `_claim_index`)
         self._waiting: asyncio.Queue[_Publish] = asyncio.Queue()
         self._committers: list[asyncio.Task] = []
 
     @classmethod
-    async def start(cls, bootstrap: str, pool_size: int) -> "KafkaEventLog":
-        # Unique among live producers: a second producer with the same id would fence the first.
-        prefix = f"rewards-ingest-{socket.gethostname()}-{os.getpid()}-{next(_instances)}"
-        event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)])
+    async def start(cls, bootstrap: str, pool_size: int, instance: str | None = None) -> "KafkaEventLog":
+        if instance is None:
+            from rewards.settings import Settings
+
+            instance = Settings().ingest_instance or socket.gethostname()
+        # Stable across a restart (the restarted process fences the dead one), unique among live ones.
+        index, lock_fd = _claim_index(instance)
+        prefix = f"rewards-ingest-{instance}-{index}"
+        event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)], lock_fd)
+        log.info("kafka transactional ids", transactional_ids=f"{prefix}-{{0..{pool_size - 1}}}")
         # Start them all now: a broker that is unreachable at start-up fails the process at once.
         results = await asyncio.gather(*(slot.ready() for slot in event_log._slots), return_exceptions=True)
         errors = [result for result in results if isinstance(result, BaseException)]
@@ -125,6 +153,9 @@ class KafkaEventLog:
         for slot in self._slots:
             slot.producer = None
         await asyncio.gather(*(_stop(producer) for producer in producers), *_stopping)
+        lock_fd, self._lock_fd = self._lock_fd, None
+        if lock_fd is not None:
+            os.close(lock_fd)  # the index is free for the next event log of this instance
 
     async def _commit_groups(self, slot: _Slot) -> None:
         while True:
@@ -175,6 +206,16 @@ async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: f
     except Exception as exc:
         if producer is not None and slot.producer is producer and not _ready_for_next(producer):
             slot.discard()
+        if _fenced(exc):
+            FENCED.inc()
+            log.error(
+                "kafka producer fenced: another producer started with its transactional id. Most likely another"
+                " live ingest process has the same REWARDS_INGEST_INSTANCE (each live process needs its own),"
+                " else this process stalled past the transaction timeout. Replaced on its next use.",
+                transactional_id=slot.transactional_id,
+            )
+            if slot.producer is producer:
+                slot.discard()
         log.warning("kafka publish failed", transactional_id=slot.transactional_id, error=repr(exc))
         raise PublishFailed(f"publishing to Kafka failed: {exc!r}") from exc
     except asyncio.CancelledError:
@@ -189,6 +230,37 @@ async def _abort(slot: _Slot, producer) -> None:
             await producer.abort_transaction()
     except Exception:
         slot.discard()
+
+
+def _claim_index(instance: str) -> tuple[int, int]:
+    """The lowest index no live event log of `instance` on this machine holds, and the descriptor of its
+    lock file (`flock`ed: released by close, or by the kernel when the process dies however it dies)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", instance)
+    for index in range(4096):
+        path = os.path.join(LOCK_DIR, f"rewards-ingest-{name}-{index}.lock")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+        except OSError:
+            continue  # e.g. another user's file: not ours to take
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # held by a live event log
+            continue
+        return index, fd
+    raise RuntimeError(f"no free process index for ingest instance {instance!r} in {LOCK_DIR}")
+
+
+def _fenced(exc: BaseException) -> bool:
+    from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+
+    for _ in range(10):  # the exception and what it was raised from
+        if isinstance(exc, ProducerFenced | InvalidProducerEpoch):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        if exc is None:
+            return False
+    return False
 
 
 def _ready_for_next(producer) -> bool:

@@ -11,12 +11,12 @@ from typing import Annotated
 
 import typer
 
-from bench import bench_affiliates, ingest, queries
+from bench import bench_affiliates, dedup, ingest, queries
 from bench.context import Context
 from bench.report import Figure, render, save
 from rewards.devengines import STARTERS
 
-SUITES = {"ingest": ingest.run, "queries": queries.run, "affiliates": bench_affiliates.run}
+SUITES = {"ingest": ingest.run, "queries": queries.run, "affiliates": bench_affiliates.run, "dedup": dedup.run}
 
 
 def main(

@@ -50,7 +50,7 @@ async def open_embedded(settings: Settings) -> Backends:
     await warehouse.migrate()
     return Backends(
         settings=settings,
-        state=SqliteStateStore(db),
+        state=SqliteStateStore(db, settings.dedup_window, settings.idempotency_ttl),
         log=outbox,
         source=outbox,
         warehouse=warehouse,

@@ -175,6 +175,22 @@ class DeadLetterLog(Protocol):
         """Publish `dead_letters` rows (stream_workers.rows.dead_letter_row), one message each."""
 
 
+class DedupArchive(Protocol):
+    """The dedup ids the warehouse holds (`dedup_ids`, fed by the workers' inserts), for a state store that
+    keeps exact ids for a short hot window only (Redis): past it, the archive answers until the dedup window
+    ends. The embedded store keeps its whole window itself and has none."""
+
+    async def known_among(self, project_id: str, dedup_ids: Sequence[str], window_s: float) -> dict[str, str]:
+        """Those of `dedup_ids` first accepted within the last `window_s`: id → `processed` | `failed`.
+        Raises ArchiveUnavailable when the warehouse does not answer."""
+
+    async def close(self) -> None: ...
+
+
+class ArchiveUnavailable(LogUnavailable):
+    """The dedup archive did not answer: the batch is refused whole (503, `Retry-After`), as when the log is down."""
+
+
 class Warehouse(Protocol):
     async def migrate(self) -> None:
         """Bring the schema to the latest migration (rewards/migrations.py), recording each one applied."""

@@ -4,11 +4,32 @@ The production shape's engines are found by their conventional variables (KAFKA_
 REDIS_URL, CLICKHOUSE_URL); the REWARDS_-prefixed names work too.
 """
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
+
+
+def parse_duration(value: object) -> float:
+    """A duration in seconds, from seconds (a number) or a text like `35d`, `6h`, `90m`, `30s`, `500ms`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(str(value))
+        if match is None:
+            raise ValueError(f"not a duration: {value!r} (e.g. 35d, 6h, 90m, 30s, 500ms, or seconds)")
+        seconds = float(match[1]) * _UNITS[match[2] or "s"]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
 def _engine_url(name: str):
@@ -27,10 +48,15 @@ class Settings(BaseSettings):
     log_level: str = "info"
     log_format: Literal["json", "console"] = "json"
     worker_poll_s: float = 0.5
-    # This ingest process's identity, stable across its restarts (a pod name, a StatefulSet ordinal, a systemd
-    # instance; default: the host name): its Kafka transactional ids derive from it, so a restarted process
-    # fences its dead predecessor at once. Never the same for two live processes on different machines.
-    ingest_instance: str | None = None
+    # How long a dedup_id is remembered (API.md §3): seen again after this, it is a new event. Also bounds
+    # `GET /events/status?user_identifier…` (a user's event names are kept as long). Seconds or `35d`, `12h`.
+    dedup_window: Duration = 35 * 86400.0
+    # Idempotency-Key records are kept this long (both shapes).
+    idempotency_ttl: Duration = 24 * 3600.0
+    # Production: how long Redis keeps a dedup_id once processed; past it the warehouse (`dedup_ids`) answers
+    # until the window ends. An accepted id stays in Redis until processed (the workers' lag costs nothing
+    # here: the warehouse has the id before Redis starts this countdown). Capped at the window.
+    dedup_hot_window: Duration = 600.0
 
     # The production shape (all three set: `rewards ingest-api | workers | query-api | migrate`)
     kafka_bootstrap_servers: str | None = _engine_url("KAFKA_BOOTSTRAP_SERVERS")
@@ -39,6 +65,10 @@ class Settings(BaseSettings):
     events_partitions: int = 12  # partitions of the events topic, created by `rewards migrate`
     kafka_replication_factor: int = 1
     producer_pool_size: int = 8  # transactional producers per ingest process (one transaction each at a time)
+    # This ingest process's identity, stable across its restarts (a pod name, a StatefulSet ordinal, a systemd
+    # instance; default: the host name): its Kafka transactional ids derive from it, so a restarted process
+    # fences its dead predecessor at once. Never the same for two live processes on different machines.
+    ingest_instance: str | None = None
     worker_batch_size: int = 2000  # records per warehouse insert at most
     worker_batch_wait_s: float = 0.05  # how long a worker waits to fill a batch
 

@@ -34,10 +34,11 @@ class UseCode(BaseModel):
     model_config = ConfigDict(extra="ignore")
     user_identifier: str
     user_identifier_type: str
-    # Stored with the use and read back with the code: bounded (a signature is ~132 characters, a
-    # sign-in message a few hundred).
+    # Stored with the use and read back with the code: bounded (a signature is ~132 characters, a sign-in
+    # message a few hundred). Both may come in the query string, which uvicorn caps at ~80 KiB with the
+    # headers: at 4 UTF-8 bytes a character, percent-encoded, these two fit in ~61 KiB.
     signature: str | None = Field(None, max_length=1024)
-    signature_message: str | None = Field(None, max_length=8192)
+    signature_message: str | None = Field(None, max_length=4096)
     chain_id: int | str | None = None
 
     def proof(self) -> dict:

@@ -9,6 +9,7 @@ the file through WAL mode and a busy timeout.
 import asyncio
 import contextvars
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -42,10 +43,10 @@ CREATE TABLE IF NOT EXISTS referrals (
     referred_ms INTEGER NOT NULL, PRIMARY KEY (project_id, user_type, user_id));
 CREATE TABLE IF NOT EXISTS dedup (
     project_id TEXT NOT NULL, dedup_id TEXT NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;
+    created_ms INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS user_events (
     project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, name TEXT NOT NULL,
-    PRIMARY KEY (project_id, user_type, user_id, name)) WITHOUT ROWID;
+    seen_ms INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project_id, user_type, user_id, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS idempotency (
     project_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, response BLOB,
     created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, key));
@@ -59,6 +60,32 @@ CREATE TABLE IF NOT EXISTS outbox_plan (
     id INTEGER PRIMARY KEY CHECK (id = 1), first_id INTEGER NOT NULL, last_id INTEGER NOT NULL);
 """
 
+# Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).
+# Rows of an earlier install get the upgrade's time: they expire one window after it.
+_ADDED_COLUMNS = (("dedup", "created_ms"), ("user_events", "seen_ms"))
+_TIME_INDEXES = """
+CREATE INDEX IF NOT EXISTS dedup_by_time ON dedup (created_ms);
+CREATE INDEX IF NOT EXISTS user_events_by_time ON user_events (seen_ms);
+CREATE INDEX IF NOT EXISTS idempotency_by_time ON idempotency (created_ms);
+"""
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column in _ADDED_COLUMNS:
+            if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+                conn.execute(f"UPDATE {table} SET {column} = ?", (int(time.time() * 1000),))
+        for statement in filter(str.strip, _TIME_INDEXES.split(";")):
+            conn.execute(statement)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 _in_transaction: contextvars.ContextVar[bool] = contextvars.ContextVar("in_sqlite_transaction", default=False)
 
 
@@ -71,6 +98,7 @@ class SqliteDatabase:
         # FULL: a commit is on disk before the 200 leaves, so an accepted batch survives power loss too.
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.executescript(SCHEMA)
+        _upgrade(self._conn)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._lock = asyncio.Lock()
 

@@ -24,9 +24,18 @@ _PROCESSED, _FAILED = 1, 2
 _STATUSES = ("accepted", "processed", "failed")
 
 
+SWEEP_LIMIT = 256  # rows of each table deleted at most per sweep (one per ingest, which adds at most 100)
+
+
 class SqliteStateStore:
-    def __init__(self, db: SqliteDatabase):
+    """Dedup ids and users' event names are kept for `dedup_window_s`, Idempotency-Key records for
+    `idempotency_ttl_s`: a row past its time reads as absent at once, and every ingest deletes up to
+    SWEEP_LIMIT expired rows of each table (found by their time index, so an empty sweep is one probe)."""
+
+    def __init__(self, db: SqliteDatabase, dedup_window_s: float = 35 * 86400, idempotency_ttl_s: float = 24 * 3600):
         self._db = db
+        self._window_ms = max(1, int(dedup_window_s * 1000))
+        self._idempotency_ms = max(1, int(idempotency_ttl_s * 1000))
 
     # -- projects and keys -------------------------------------------------------------------
 
@@ -301,27 +310,62 @@ class SqliteStateStore:
     ):
         claim = IngestClaim()
         async with self._db.transaction():
+            now = now_ms()
             if idempotency is not None:
-                claim.replay = await self._db.run(lambda c: self._idempotent_replay(c, project_id, *idempotency))
+                claim.replay = await self._db.run(
+                    lambda c: self._idempotent_replay(c, project_id, *idempotency, now - self._idempotency_ms)
+                )
                 if claim.replay is not None:
                     yield claim
                     return
-            claim.fresh = await self._db.run(lambda c: self._claim(c, project_id, dedup_ids, users_and_names))
+            claim.fresh = await self._db.run(
+                lambda c: self._claim(c, project_id, dedup_ids, users_and_names, now, now - self._window_ms)
+            )
             yield claim
             if idempotency is not None and claim.response is not None:
                 key, body_hash = idempotency
                 await self._db.run(
                     lambda c: c.execute(
                         "INSERT INTO idempotency (project_id, key, body_hash, response, created_ms) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (project_id, key, body_hash, claim.response, now_ms()),
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (project_id, key) DO UPDATE SET "
+                        "body_hash = excluded.body_hash, response = excluded.response, "
+                        "created_ms = excluded.created_ms",
+                        (project_id, key, body_hash, claim.response, now),
                     )
                 )
+            await self._db.run(lambda c: self._sweep(c, now, SWEEP_LIMIT))
+
+    async def sweep_expired(self, limit: int = SWEEP_LIMIT) -> int:
+        """Delete up to `limit` expired rows of each table (dedup, user_events, idempotency); returns how many."""
+        return await self._db.run(lambda c: self._sweep(c, now_ms(), limit))
+
+    def _sweep(self, c: sqlite3.Connection, now: int, limit: int) -> int:
+        window_cutoff, idem_cutoff = now - self._window_ms, now - self._idempotency_ms
+        deleted = c.execute(
+            "DELETE FROM dedup WHERE (project_id, dedup_id) IN "
+            "(SELECT project_id, dedup_id FROM dedup WHERE created_ms <= ? ORDER BY created_ms LIMIT ?)",
+            (window_cutoff, limit),
+        ).rowcount
+        deleted += c.execute(
+            "DELETE FROM user_events WHERE (project_id, user_type, user_id, name) IN "
+            "(SELECT project_id, user_type, user_id, name FROM user_events WHERE seen_ms <= ? "
+            "ORDER BY seen_ms LIMIT ?)",
+            (window_cutoff, limit),
+        ).rowcount
+        deleted += c.execute(
+            "DELETE FROM idempotency WHERE rowid IN "
+            "(SELECT rowid FROM idempotency WHERE created_ms <= ? ORDER BY created_ms LIMIT ?)",
+            (idem_cutoff, limit),
+        ).rowcount
+        return deleted
 
     @staticmethod
-    def _idempotent_replay(c: sqlite3.Connection, project_id: str, key: str, body_hash: str) -> bytes | None:
+    def _idempotent_replay(
+        c: sqlite3.Connection, project_id: str, key: str, body_hash: str, cutoff: int
+    ) -> bytes | None:
         row = c.execute(
-            "SELECT body_hash, response FROM idempotency WHERE project_id = ? AND key = ?", (project_id, key)
+            "SELECT body_hash, response FROM idempotency WHERE project_id = ? AND key = ? AND created_ms > ?",
+            (project_id, key, cutoff),
         ).fetchone()
         if row is None:
             return None
@@ -330,25 +374,33 @@ class SqliteStateStore:
         return row["response"]
 
     @staticmethod
-    def _claim(c: sqlite3.Connection, project_id: str, dedup_ids: list[str], users_and_names) -> list[int]:
+    def _claim(
+        c: sqlite3.Connection, project_id: str, dedup_ids: list[str], users_and_names, now: int, cutoff: int
+    ) -> list[int]:
         fresh = []
         for index, dedup_id in enumerate(dedup_ids):
+            # New, or known from before the window (not yet swept): a new event either way.
             cursor = c.execute(
-                "INSERT OR IGNORE INTO dedup (project_id, dedup_id) VALUES (?, ?)", (project_id, dedup_id)
+                "INSERT INTO dedup (project_id, dedup_id, processed, created_ms) VALUES (?, ?, 0, ?) "
+                "ON CONFLICT (project_id, dedup_id) DO UPDATE SET processed = 0, created_ms = excluded.created_ms "
+                "WHERE dedup.created_ms <= ?",
+                (project_id, dedup_id, now, cutoff),
             )
             if cursor.rowcount == 1:
                 fresh.append(index)
         c.executemany(
-            "INSERT OR IGNORE INTO user_events (project_id, user_type, user_id, name) VALUES (?, ?, ?, ?)",
+            "INSERT INTO user_events (project_id, user_type, user_id, name, seen_ms) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (project_id, user_type, user_id, name) DO UPDATE SET seen_ms = excluded.seen_ms",
             [(project_id, users_and_names[i][0].identifier_type, users_and_names[i][0].identifier,
-              users_and_names[i][1]) for i in fresh],
+              users_and_names[i][1], now) for i in fresh],
         )  # fmt: skip
         return fresh
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         row = await self._db.run(
             lambda c: c.execute(
-                "SELECT processed FROM dedup WHERE project_id = ? AND dedup_id = ?", (project_id, dedup_id)
+                "SELECT processed FROM dedup WHERE project_id = ? AND dedup_id = ? AND created_ms > ?",
+                (project_id, dedup_id, now_ms() - self._window_ms),
             ).fetchone()
         )
         if row is None:
@@ -358,8 +410,9 @@ class SqliteStateStore:
     async def has_event(self, project_id: str, user: User, name: str) -> bool:
         row = await self._db.run(
             lambda c: c.execute(
-                "SELECT 1 FROM user_events WHERE project_id = ? AND user_type = ? AND user_id = ? AND name = ?",
-                (project_id, user.identifier_type, user.identifier, name),
+                "SELECT 1 FROM user_events WHERE project_id = ? AND user_type = ? AND user_id = ? AND name = ? "
+                "AND seen_ms > ?",
+                (project_id, user.identifier_type, user.identifier, name, now_ms() - self._window_ms),
             ).fetchone()
         )
         return row is not None
@@ -421,8 +474,9 @@ class SqliteStateStore:
         def read(c: sqlite3.Connection) -> set[str]:
             marks = ",".join("?" * len(dedup_ids))
             rows = c.execute(
-                f"SELECT dedup_id FROM dedup WHERE project_id = ? AND processed > 0 AND dedup_id IN ({marks})",
-                (project_id, *dedup_ids),
+                "SELECT dedup_id FROM dedup WHERE project_id = ? AND processed > 0 AND created_ms > ? "
+                f"AND dedup_id IN ({marks})",
+                (project_id, now_ms() - self._window_ms, *dedup_ids),
             ).fetchall()
             return {row["dedup_id"] for row in rows}
 

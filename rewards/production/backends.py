@@ -16,7 +16,7 @@ async def open_production(settings: Settings, *, publishes: bool, reads_warehous
     from rewards.production.redis_state import open_redis_state
 
     settings.require_engines()
-    state = await open_redis_state(settings.redis_url)
+    state = await open_redis_state(settings.redis_url, settings)
     log = None
     if publishes:
         log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)

@@ -13,8 +13,11 @@ key id alone, so they live outside any project's slot.
     rw:{p}:code_uses:<CODE>              list    uses in order, JSON {use_id, user, at, proof}
     rw:{p}:owner_codes:<user>            zset    code → seq
     rw:{p}:referrals                     hash    <user> → JSON {by: <referrer user>, code, at}
-    rw:{p}:dedup:<dedup_id>              string  accepted | processed | failed | pending:<token> (with a TTL)
-    rw:{p}:user_events:<user>            set     event names the user has sent
+    rw:{p}:dedup:<dedup_id>              string  accepted | processed | failed | pending:<token>; TTL: the claim's
+                                                 while pending, the dedup window once accepted, the hot window
+                                                 once processed or failed (never past the dedup window)
+    rw:{p}:user_events:<user>            set     event names the user has sent (TTL: the dedup window after
+                                                 the user's last event)
     rw:{p}:idem:<Idempotency-Key>        hash    body_hash, token (while pending) or response (24 h TTL)
     rw:{p}:claim_check:<id>              string  the ClaimCheckRecord (JSON)
 

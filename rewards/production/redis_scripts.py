@@ -132,16 +132,21 @@ return {'claimed', fresh}
 """
 
 # KEYS: the idempotency hash, the n claimed dedup keys, then user_events sets; ARGV: token, n,
-# idempotency ('store' | 'drop' | ''), body hash, response, response TTL (ms), then one event name per set.
+# idempotency ('store' | 'drop' | ''), body hash, response, response TTL (ms), the dedup window (ms), then one
+# event name per set. An accepted id is kept for the window (mark_processed shortens it to the hot window);
+# a user's set of event names lives a window after the user's last event.
 # Returns how many claims were lost (expired and taken by another request) before the commit.
 COMMIT_BATCH = """
 local pending, n, lost = 'pending:' .. ARGV[1], tonumber(ARGV[2]), 0
 for i = 2, n + 1 do
   local status = redis.call('GET', KEYS[i])
-  if status == pending or not status then redis.call('SET', KEYS[i], 'accepted')
+  if status == pending or not status then redis.call('SET', KEYS[i], 'accepted', 'PX', ARGV[7])
   elseif status ~= 'processed' and status ~= 'failed' then lost = lost + 1 end
 end
-for i = n + 2, #KEYS do redis.call('SADD', KEYS[i], ARGV[i + 5 - n]) end
+for i = n + 2, #KEYS do
+  redis.call('SADD', KEYS[i], ARGV[i + 6 - n])
+  redis.call('PEXPIRE', KEYS[i], ARGV[7])
+end
 local holder = redis.call('HGET', KEYS[1], 'token')
 local ours = holder == ARGV[1] or redis.call('EXISTS', KEYS[1]) == 0
 if ARGV[3] == 'store' and ours then
@@ -164,11 +169,28 @@ if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: dedup keys; ARGV: the status, 'processed' or 'failed' (set aside as a dead letter). A pending claim
-# takes it too: its publication reached the worker.
+# KEYS: dedup keys; ARGV: the status, 'processed' or 'failed' (set aside as a dead letter), the hot window
+# (ms). A pending claim takes it too: its publication reached the worker. The key then lives for the hot window,
+# never past its dedup window (what is left of the TTL set on acceptance). A pending key, or one without a TTL
+# (written before the windows), gets the hot window.
 MARK_PROCESSED = """
 for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('SET', KEYS[i], ARGV[1]) end
+  local left, status = redis.call('PTTL', KEYS[i]), redis.call('GET', KEYS[i])
+  if status then
+    local claimed = string.sub(status, 1, 8) == 'pending:'  -- its TTL is the claim's, not the window's
+    if not claimed and left >= 0 and left <= tonumber(ARGV[2]) then redis.call('SET', KEYS[i], ARGV[1], 'KEEPTTL')
+    else redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
+  end
+end
+return 1
+"""
+
+# KEYS: dedup keys; ARGV: the token of this request's claims. Releases those of them still pending for it
+# (ids the claim found fresh but the warehouse knows: duplicates after all).
+RELEASE_CLAIMS = """
+local pending = 'pending:' .. ARGV[1]
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == pending then redis.call('DEL', KEYS[i]) end
 end
 return 1
 """
@@ -195,6 +217,7 @@ class Scripts:
     commit_batch: AsyncScript
     abort_batch: AsyncScript
     mark_processed: AsyncScript
+    release_claims: AsyncScript
     restore_if_equal: AsyncScript
 
     @classmethod
@@ -211,6 +234,7 @@ class Scripts:
             "commit_batch": COMMIT_BATCH,
             "abort_batch": ABORT_BATCH,
             "mark_processed": MARK_PROCESSED,
+            "release_claims": RELEASE_CLAIMS,
             "restore_if_equal": RESTORE_IF_EQUAL,
         }
         return cls(**{name: redis.register_script(source) for name, source in sources.items()})

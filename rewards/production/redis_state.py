@@ -44,10 +44,11 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
 from rewards.domain.timestamps import now_ms
 from rewards.errors import conflict
-from rewards.ports import Affiliate, IngestClaim, Principal, Referral
+from rewards.ports import Affiliate, DedupArchive, IngestClaim, Principal, Referral
 from rewards.production import redis_keys
 from rewards.production.redis_keys import ProjectKeys, parse_user_field, user_field
 from rewards.production.redis_scripts import Scripts
+from rewards.settings import Settings
 from schemas.records import ClaimCheckRecord, CodeUseRecord
 
 log = structlog.get_logger(__name__)
@@ -112,9 +113,27 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 
 
 class RedisStateStore:
-    def __init__(self, redis: Redis):
+    """Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
+    (never past its window). With an `archive` (the warehouse's `dedup_ids`), ids Redis no longer knows are
+    asked of it, once per batch and only for the ids the claim found fresh, so Redis holds only the hot window;
+    without one, the hot window is the whole window. A user's event names live a window after their last event;
+    Idempotency-Key records `idempotency_ttl_s`."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        dedup_window_s: float = 35 * 86400,
+        hot_window_s: float | None = None,
+        idempotency_ttl_s: float = IDEMPOTENCY_TTL_S,
+        archive: DedupArchive | None = None,
+    ):
         self._redis = redis
         self._scripts = Scripts.register(redis)
+        self._archive = archive
+        self._window_s = dedup_window_s
+        hot = dedup_window_s if archive is None or hot_window_s is None else min(hot_window_s, dedup_window_s)
+        self._window_ms, self._hot_ms, self._idempotency_ms = _ms(dedup_window_s), _ms(hot), _ms(idempotency_ttl_s)
 
     # -- projects and keys -------------------------------------------------------------------
 
@@ -358,16 +377,29 @@ class RedisStateStore:
             return
         claimed = [dedup_keys[i] for i in claim.fresh]
         async with _undo_on_raise(abort):
+            await self._drop_archived(k, project_id, dedup_ids, claim, token)
+            claimed = [dedup_keys[i] for i in claim.fresh]
             yield claim
         events = [users_and_names[i] for i in claim.fresh]
         mode = "" if idempotency is None else ("drop" if claim.response is None else "store")
         lost = await self._scripts.commit_batch(
             keys=[k.idempotency(idem_key), *claimed, *(k.user_events(user) for user, _ in events)],
-            args=[token, len(claimed), mode, body_hash, claim.response or b"", _ms(IDEMPOTENCY_TTL_S)]
+            args=[token, len(claimed), mode, body_hash, claim.response or b"", self._idempotency_ms, self._window_ms]
             + [name for _, name in events],
         )
         if lost:
             log.warning("ingest_claims_lapsed", project_id=project_id, lost=lost, pending_ttl_s=PENDING_TTL_S)
+
+    async def _drop_archived(
+        self, k: ProjectKeys, project_id: str, dedup_ids: list[str], claim: IngestClaim, token: str
+    ) -> None:
+        """Ids the hot window did not know but the archive does are duplicates: release their claims."""
+        if self._archive is None or not claim.fresh:
+            return
+        known = await self._archive.known_among(project_id, [dedup_ids[i] for i in claim.fresh], self._window_s)
+        if known:
+            await self._scripts.release_claims(keys=[k.dedup(d) for d in known], args=[token])
+            claim.fresh = [i for i in claim.fresh if dedup_ids[i] not in known]
 
     async def _claim_batch(
         self, idem: str, dedup_keys: list[str], dedup_ids: list[str], token: str, idempotency: tuple[str, str] | None
@@ -387,6 +419,8 @@ class RedisStateStore:
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         status = await self._redis.get(ProjectKeys(project_id).dedup(dedup_id))
+        if status is None and self._archive is not None:
+            return (await self._archive.known_among(project_id, [dedup_id], self._window_s)).get(dedup_id)
         return status if status in ("accepted", "processed", "failed") else None
 
     async def has_event(self, project_id: str, user: User, name: str) -> bool:
@@ -401,14 +435,36 @@ class RedisStateStore:
     async def _mark(self, project_id: str, dedup_ids: list[str], status: str) -> None:
         if dedup_ids:
             k = ProjectKeys(project_id)
-            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids], args=[status])
+            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids], args=[status, self._hot_ms])
 
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
+        """Also asks the archive about ids Redis does not know (past the hot window): a record published
+        twice beyond it is still written once."""
         if not dedup_ids:
             return set()
         k = ProjectKeys(project_id)
         values = await self._redis.mget([k.dedup(d) for d in dedup_ids])
-        return {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
+        done = {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
+        unknown = [d for d, value in zip(dedup_ids, values, strict=True) if value is None]
+        if unknown and self._archive is not None:
+            done |= set(await self._archive.known_among(project_id, unknown, self._window_s))
+        return done
+
+    async def bound_unexpiring_keys(self, scan_count: int = 1000) -> int:
+        """Give the dedup keys and user_events sets written before the windows existed (no TTL) one: processed
+        and failed ids the hot window, accepted ids and event-name sets the window. A one-off after upgrading
+        (SCAN: bounded work per call to Redis, safe beside running services); returns how many keys it bounded."""
+        bounded = 0
+        for kind in ("dedup", "user_events"):
+            async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:{kind}:*", count=scan_count):
+                if await self._redis.pttl(key) != -1 or await self._redis.type(key) != (
+                    "string" if kind == "dedup" else "set"
+                ):
+                    continue
+                value = await self._redis.get(key) if kind == "dedup" else None
+                ttl = self._hot_ms if value in ("processed", "failed") else self._window_ms
+                bounded += await self._redis.pexpire(key, ttl, nx=True)
+        return bounded
 
     # -- claim checks ----------------------------------------------------------------------------
 
@@ -461,9 +517,13 @@ class RedisStateStore:
 
     async def close(self) -> None:
         await self._redis.aclose()
+        if self._archive is not None:
+            await self._archive.close()
 
 
-async def open_redis_state(url: str) -> RedisStateStore:
+async def open_redis_state(
+    url: str, settings: Settings | None = None, archive: DedupArchive | None = None
+) -> RedisStateStore:
     # No automatic retries: a script re-sent after a lost reply could apply twice (lost replies are undone instead).
     redis = Redis.from_url(url, decode_responses=True, retry=Retry(NoBackoff(), 0))
     try:
@@ -471,7 +531,14 @@ async def open_redis_state(url: str) -> RedisStateStore:
     except BaseException:
         await redis.aclose()
         raise
-    return RedisStateStore(redis)
+    settings = settings or Settings()
+    return RedisStateStore(
+        redis,
+        dedup_window_s=settings.dedup_window,
+        hot_window_s=settings.dedup_hot_window,
+        idempotency_ttl_s=settings.idempotency_ttl,
+        archive=archive,
+    )
 
 
 def _affiliate_json(a: Affiliate) -> str:

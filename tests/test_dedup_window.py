@@ -1,0 +1,259 @@
+"""Bounded state (API.md §3's dedup window): dedup ids, users' event names and Idempotency-Key records expire
+on both stores; past Redis's hot window the warehouse's `dedup_ids` answers until the window ends."""
+
+import asyncio
+
+import pytest
+
+from rewards.clickhouse_values import ch_datetime
+from rewards.dedup_archive import WarehouseDedupArchive, ddl
+from rewards.domain.timestamps import now_ms
+from rewards.embedded.sqlite_db import SqliteDatabase
+from rewards.embedded.sqlite_state import SqliteStateStore
+from rewards.ports import ArchiveUnavailable, LogUnavailable
+from rewards.production.redis_keys import ProjectKeys
+from rewards.production.redis_state import RedisStateStore
+from rewards.settings import Settings, parse_duration
+from tests.test_state_contract import batch, ingest, redis_url  # noqa: F401 (a fixture)
+
+WINDOW_S = 0.4
+
+
+def test_durations_parse():
+    assert [parse_duration(v) for v in ("35d", "6h", "90m", "30s", "500ms", "12", 7, "1.5h")] == [
+        35 * 86400, 6 * 3600, 5400, 30, 0.5, 12, 7, 5400,
+    ]  # fmt: skip
+    for bad in ("", "5 weeks", "-1s", "0", "h"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert Settings().dedup_window == 35 * 86400 and Settings().idempotency_ttl == 86400
+    assert Settings(dedup_window="12h").dedup_window == 43200
+
+
+@pytest.fixture
+async def sqlite_short(tmp_path):
+    store = SqliteStateStore(SqliteDatabase(tmp_path / "state.sqlite3"), WINDOW_S, WINDOW_S)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def redis_short(redis_url):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=WINDOW_S, idempotency_ttl_s=WINDOW_S)
+    yield store
+    await store.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def short(request):
+    return request.getfixturevalue(f"{request.param}_short")
+
+
+async def test_an_id_past_its_window_is_new_again(short):
+    pid = await short.create_project("window")
+    assert (await ingest(short, pid, *batch("w-1", "w-2"))).fresh == [0, 1]
+    await short.mark_processed(pid, ["w-1"])
+    assert (await ingest(short, pid, *batch("w-1", "w-2", name="signup"))).fresh == []
+    assert await short.processed_among(pid, ["w-1"]) == {"w-1"}
+    assert await short.has_event(pid, batch("w-1")[1][0][0], "purchase")
+    await asyncio.sleep(WINDOW_S + 0.1)
+    assert [await short.event_status(pid, d) for d in ("w-1", "w-2")] == [None, None]
+    assert await short.processed_among(pid, ["w-1", "w-2"]) == set()
+    assert not await short.has_event(pid, batch("w-1")[1][0][0], "purchase")
+    assert (await ingest(short, pid, *batch("w-1", "w-2"))).fresh == [0, 1]  # new events again
+    assert await short.event_status(pid, "w-1") == "accepted"
+    assert (await ingest(short, pid, *batch("w-1"))).fresh == []  # and duplicates of those, for a new window
+
+
+async def test_idempotency_keys_expire(short):
+    pid = await short.create_project("idem")
+    await ingest(short, pid, *batch("k-1"), ("key", "hash-a"), b'{"ingested_events":1}')
+    assert (await ingest(short, pid, *batch("k-1"), ("key", "hash-a"))).replay == b'{"ingested_events":1}'
+    await asyncio.sleep(WINDOW_S + 0.1)
+    claim = await ingest(short, pid, *batch("k-2"), ("key", "hash-b"), b'{"ingested_events":1}')
+    assert (claim.replay, claim.fresh) == (None, [0])  # no 409: the record expired
+    assert (await ingest(short, pid, *batch("k-2"), ("key", "hash-b"))).replay == b'{"ingested_events":1}'
+
+
+async def test_sqlite_sweep_is_bounded(sqlite_short):
+    store = sqlite_short
+    pid = await store.create_project("sweep")
+    ids = [f"s-{n}" for n in range(40)]
+    await ingest(store, pid, *batch(*ids), ("key", "hash"))
+
+    async def count(table: str) -> int:
+        return await store._db.run(lambda c: c.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    assert await count("dedup") == 40 and await count("idempotency") == 1
+    await asyncio.sleep(WINDOW_S + 0.1)
+    assert await store.sweep_expired(limit=10) == 10 + 10 + 1  # dedup, user_events (of 40 users), idempotency
+    assert await count("dedup") == 30
+    while await store.sweep_expired(limit=10):
+        pass
+    assert (await count("dedup"), await count("user_events"), await count("idempotency")) == (0, 0, 0)
+    await ingest(store, pid, *batch("s-100"))  # every ingest sweeps too (nothing left here)
+    assert await count("dedup") == 1
+
+
+async def test_sqlite_upgrade_keeps_existing_rows_one_window(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE dedup (project_id TEXT NOT NULL, dedup_id TEXT NOT NULL, processed INTEGER NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;"
+        "INSERT INTO dedup VALUES ('p', 'old-1', 1);"
+    )
+    old.close()
+    store = SqliteStateStore(SqliteDatabase(path))
+    try:
+        assert await store.event_status("p", "old-1") == "processed"
+    finally:
+        await store.close()
+
+
+# -- Redis: TTLs, the hot window and the archive ---------------------------------------------------------
+
+
+async def test_redis_keys_carry_their_windows(redis_url):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=3600, hot_window_s=60, archive=_NoArchive())
+    try:
+        pid = await store.create_project("ttl")
+        k = ProjectKeys(pid)
+        await ingest(store, pid, *batch("t-1", "t-2"), ("key", "hash"))
+        assert 3_500_000 < await client.pttl(k.dedup("t-1")) <= 3_600_000  # accepted: the window
+        assert 3_500_000 < await client.pttl(k.user_events(batch("t-1")[1][0][0])) <= 3_600_000
+        assert 86_000_000 < await client.pttl(k.idempotency("key")) <= 86_400_000
+        await store.mark_processed(pid, ["t-1"])
+        await store.mark_failed(pid, ["t-2"])
+        assert 0 < await client.pttl(k.dedup("t-1")) <= 60_000  # processed: the hot window
+        assert 0 < await client.pttl(k.dedup("t-2")) <= 60_000
+        await client.set(k.dedup("legacy"), "processed")  # written before the windows: no TTL
+        await client.set(k.dedup("late"), "accepted", px=5_000)  # less of its window left than the hot window
+        await store.mark_processed(pid, ["legacy", "late", "never-seen"])
+        assert 0 < await client.pttl(k.dedup("legacy")) <= 60_000
+        assert 0 < await client.pttl(k.dedup("late")) <= 5_000
+        assert await client.exists(k.dedup("never-seen")) == 0
+    finally:
+        await store.close()
+
+
+class _NoArchive:
+    async def known_among(self, project_id, dedup_ids, window_s):
+        return {}
+
+    async def close(self):
+        pass
+
+
+class _DownArchive(_NoArchive):
+    async def known_among(self, project_id, dedup_ids, window_s):
+        raise ArchiveUnavailable("down")
+
+
+@pytest.fixture(scope="module")
+async def chdb_archive(tmp_path_factory):
+    from rewards.embedded.chdb_warehouse import ChdbWarehouse
+
+    warehouse = ChdbWarehouse(tmp_path_factory.mktemp("warehouse"))
+    await warehouse.migrate()
+    for statement in ddl():
+        await warehouse.command(statement)
+    yield warehouse
+    await warehouse.close()
+
+
+async def _written(warehouse, pid: str, dedup_ids: list[str], token: str) -> None:
+    """What the workers' insert writes, as far as dedup_ids reads it."""
+    at = ch_datetime(now_ms())
+    rows = [{"project_id": pid, "dedup_id": d, "name": "purchase", "user_identifier": "u",
+             "user_identifier_type": "email", "timestamp": at, "received_at": at, "batch_id": "b", "args": "{}",
+             "metadata": "{}"} for d in dedup_ids]  # fmt: skip
+    await warehouse.insert("conversions", rows, token)
+
+
+async def test_past_the_hot_window_the_warehouse_answers(redis_url, chdb_archive):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    archive = WarehouseDedupArchive(chdb_archive)
+    store = RedisStateStore(client, dedup_window_s=1.5, hot_window_s=0.2, archive=archive)
+    try:
+        pid = await store.create_project("hot")
+        k = ProjectKeys(pid)
+        assert (await ingest(store, pid, *batch("h-1", "h-2"))).fresh == [0, 1]
+        await _written(chdb_archive, pid, ["h-1", "h-2"], f"{pid}-1")
+        await store.mark_processed(pid, ["h-1", "h-2"])
+        await asyncio.sleep(0.3)
+        assert await client.exists(k.dedup("h-1")) == 0  # Redis forgot it: past the hot window
+        assert (await ingest(store, pid, *batch("h-1", "h-3", "h-2"))).fresh == [1]  # the warehouse knew 2
+        assert await client.exists(k.dedup("h-1")) == 0  # its claim released
+        assert await store.event_status(pid, "h-1") == "processed"
+        assert await store.processed_among(pid, ["h-1", "h-3", "h-9"]) == {"h-1"}  # a record republished: once
+        assert await archive.known_among(pid, [], 1) == {}
+        await asyncio.sleep(1.5)  # past the window: new again, everywhere
+        assert await store.event_status(pid, "h-1") is None
+        assert (await ingest(store, pid, *batch("h-1", "h-2"))).fresh == [0, 1]
+    finally:
+        await client.aclose()
+
+
+async def test_failed_ids_stay_known_through_the_warehouse(redis_url, chdb_archive):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive))
+    try:
+        pid = await store.create_project("failed")
+        await ingest(store, pid, *batch("x-1"))
+        row = {"project_id": pid, "record_type": "conversion", "source_id": "x-1", "reason": "r", "payload": "{}",
+               "delivery": "d", "failed_at": ch_datetime(now_ms())}  # fmt: skip
+        await chdb_archive.insert("dead_letters", [row], f"{pid}-dl")
+        await store.mark_failed(pid, ["x-1"])
+        await asyncio.sleep(0.3)
+        assert await store.event_status(pid, "x-1") == "failed"
+        assert (await ingest(store, pid, *batch("x-1"))).fresh == []
+    finally:
+        await client.aclose()
+
+
+async def test_an_archive_that_does_not_answer_refuses_the_batch(redis_url):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=1, archive=_DownArchive())
+    try:
+        pid = await store.create_project("down")
+        with pytest.raises(LogUnavailable):  # answered 503 with Retry-After, nothing changed
+            await ingest(store, pid, *batch("d-1"), ("key", "hash"))
+        assert await client.exists(ProjectKeys(pid).dedup("d-1"), ProjectKeys(pid).idempotency("key")) == 0
+    finally:
+        await client.aclose()
+
+
+async def test_keys_from_before_the_windows_get_one(redis_url):  # noqa: F811
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=3600, hot_window_s=60, archive=_NoArchive())
+    try:
+        pid = await store.create_project("legacy")
+        k = ProjectKeys(pid)
+        await client.set(k.dedup("old-1"), "processed")
+        await client.set(k.dedup("old-2"), "accepted")
+        await client.sadd(k.user_events(batch("old-1")[1][0][0]), "purchase")
+        await client.set(k.dedup("new"), "processed", px=5_000)
+        assert await store.bound_unexpiring_keys() >= 3
+        assert 0 < await client.pttl(k.dedup("old-1")) <= 60_000
+        assert 60_000 < await client.pttl(k.dedup("old-2")) <= 3_600_000
+        assert 60_000 < await client.pttl(k.user_events(batch("old-1")[1][0][0])) <= 3_600_000
+        assert 0 < await client.pttl(k.dedup("new")) <= 5_000  # a key with a TTL keeps it
+    finally:
+        await client.aclose()

@@ -35,6 +35,18 @@ class _TooLarge(Exception):
     pass
 
 
+class _TrackedSend:
+    """`send`, noting whether the response has started (after which no error answer can be sent)."""
+
+    def __init__(self, send: Send):
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
+
+
 class BodyLimitMiddleware:
     """Refuse bodies over `max_body_bytes` with 413, by Content-Length or while streaming."""
 
@@ -49,7 +61,6 @@ class BodyLimitMiddleware:
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             return await self._refuse(send)
         received = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal received
@@ -59,15 +70,11 @@ class BodyLimitMiddleware:
                 raise _TooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = _TrackedSend(send)
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, response)
         except _TooLarge:
-            if not started:
+            if not response.started:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
@@ -139,18 +146,12 @@ class UnhandledErrorMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = _TrackedSend(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, response)
         except Exception:
             UNHANDLED_ERRORS.inc()
-            if started:
+            if response.started:
                 raise  # uvicorn logs it (once) and closes the connection
             log.exception("unhandled error", method=scope["method"], path=scope["path"])
             await send_error(send, 500, "Internal Server Error")

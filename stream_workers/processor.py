@@ -90,14 +90,15 @@ async def process_delivery(
         _add_alone(record, projects, writes, created, delivery.token)
     for table in TABLES:
         await warehouse.insert(table, writes.rows[table], f"{delivery.token}:{table}")
+    if dead_letters is not None and writes.rows["dead_letters"]:
+        # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
+        await dead_letters.publish(writes.rows["dead_letters"])
     for project_id, checks in writes.new_checks.items():
         await state.register_claim_checks(project_id, checks)
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
     for project_id, dedup_ids in writes.failed.items():
         await state.mark_failed(project_id, dedup_ids)
-    if dead_letters is not None and writes.rows["dead_letters"]:
-        await dead_letters.publish(writes.rows["dead_letters"])
     _count_dead_letters(writes.rows["dead_letters"], delivery.token)
     return writes.payouts
 

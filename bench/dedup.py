@@ -118,8 +118,9 @@ async def _redis_bytes_per_id(url: str, n: int) -> float:
 async def _clickhouse(url: str, n: int, runs: int) -> dict:
     import clickhouse_connect
 
-    from rewards.dedup_archive import KNOWN_AMONG, WarehouseDedupArchive, ddl
+    from rewards.dedup_archive import WRITTEN_AMONG, WarehouseDedupArchive
     from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from schemas.clickhouse import load_migrations
 
     admin = await clickhouse_connect.get_async_client(dsn=url)
     await admin.command("CREATE DATABASE IF NOT EXISTS bench_dedup")
@@ -127,9 +128,10 @@ async def _clickhouse(url: str, n: int, runs: int) -> dict:
     warehouse = ClickHouseWarehouse(await clickhouse_connect.get_async_client(dsn=url.rstrip("/") + "/bench_dedup"))
     try:
         await warehouse.command("DROP TABLE IF EXISTS dedup_ids")  # as the DDL stands today
-        await warehouse.command(ddl()[0])  # the table alone: no views, no backfill
+        table = next(m for m in load_migrations() if m.name == "dedup_ids").up[0]
+        await warehouse.command(table)  # the table alone: no backfill
         await warehouse.command(
-            f"INSERT INTO dedup_ids SELECT toString(number % {PROJECTS}),"
+            f"INSERT INTO dedup_ids SELECT toString(number % {PROJECTS}), 'event',"
             f" concat('order-', hex(sipHash128(number))),"
             f" now64(3) - toIntervalSecond(number % {WINDOW_S - 86400}), 0 FROM numbers({n})"
         )
@@ -157,7 +159,7 @@ async def _clickhouse(url: str, n: int, runs: int) -> dict:
             )
         )[0]
         rows = int(parts["rows"])
-        assert KNOWN_AMONG  # the production query, as the ingest edge sends it
+        assert WRITTEN_AMONG  # the production query, as the ingest edge sends it
         index = max(int(parts["pk_memory"]), int(parts["pk_disk"]))
         return {
             "rows": rows, "disk": int(parts["disk"]) / rows, "index": index / rows, "p50": p50, "p99": p99,

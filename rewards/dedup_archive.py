@@ -1,46 +1,66 @@
-"""DedupArchive on the warehouse: the `dedup_ids` table (schemas/clickhouse/staged/004_dedup_ids.sql), the same
-SQL on chdb and on a ClickHouse server.
+"""What the warehouse has written, by project, kind and id: the `dedup_ids` table (schemas/clickhouse/
+004_dedup_ids.sql), the same SQL on chdb and on a ClickHouse server.
 
-One query per call, by primary key (project_id, dedup_id): ClickHouse reads one 1,024-row granule per id at most.
+Two readers: the ingest edge (`WarehouseDedupArchive`, the DedupArchive port: event ids past Redis's hot window)
+and the workers (`written_among`: every id of a delivery Redis has not marked done, and state changes).
+One query per call, by primary key (project_id, kind, dedup_id): ClickHouse reads one 1,024-row granule per id
+at most.
 """
 
-from collections.abc import Sequence
-from importlib import resources
+from collections.abc import Iterable, Sequence
 
 from rewards.domain.timestamps import now_ms
 from rewards.ports import ArchiveUnavailable, Warehouse
 
-KNOWN_AMONG = """
-SELECT dedup_id, max(failed) AS failed
+EVENT, CODE_USE, AFFILIATE, CODES_CREATED = "event", "code_use", "affiliate", "codes_created"
+
+WRITTEN_AMONG = """
+SELECT kind, dedup_id, max(failed) AS failed
 FROM dedup_ids
-WHERE project_id = {project_id:String} AND dedup_id IN {ids:Array(String)}
+WHERE project_id = {project_id:String} AND kind IN {kinds:Array(String)} AND dedup_id IN {ids:Array(String)}
   AND accepted_at > fromUnixTimestamp64Milli({cutoff_ms:Int64}, 'UTC')
-GROUP BY dedup_id
+GROUP BY kind, dedup_id
 """
 
 
-def ddl() -> list[str]:
-    """The forward statements of the dedup_ids migration (staged: not yet among the numbered migrations)."""
-    text = resources.files("schemas.clickhouse").joinpath("staged/004_dedup_ids.sql").read_text()
-    up = text.split("-- down")[0]
-    lines = "\n".join(line for line in up.splitlines() if not line.lstrip().startswith("--"))
-    return [statement.strip() for statement in lines.split(";") if statement.strip()]
+async def written_among(
+    warehouse: Warehouse, project_id: str, keys: Iterable[tuple[str, str]], window_s: float
+) -> dict[tuple[str, str], str]:
+    """Those of `keys` ((kind, id) pairs) written within the last `window_s`: (kind, id) → `processed` | `failed`."""
+    keys = set(keys)
+    if not keys:
+        return {}
+    params = {
+        "project_id": project_id,
+        "kinds": sorted({kind for kind, _ in keys}),
+        "ids": sorted({dedup_id for _, dedup_id in keys}),
+        "cutoff_ms": now_ms() - int(window_s * 1000),
+    }
+    rows = await warehouse.query(WRITTEN_AMONG, params)
+    found = {(row["kind"], row["dedup_id"]): "failed" if int(row["failed"]) else "processed" for row in rows}
+    return {key: status for key, status in found.items() if key in keys}
+
+
+def row(project_id: str, kind: str, dedup_id: str, accepted_at: str, failed: bool = False) -> dict:
+    """A `dedup_ids` row (`accepted_at` as rewards.clickhouse_values.ch_datetime writes it)."""
+    return {
+        "project_id": project_id, "kind": kind, "dedup_id": dedup_id, "accepted_at": accepted_at, "failed": int(failed),
+    }  # fmt: skip
 
 
 class WarehouseDedupArchive:
+    """The DedupArchive port: event ids the warehouse holds, for Redis's ids past the hot window."""
+
     def __init__(self, warehouse: Warehouse, *, owns_warehouse: bool = False):
         self._warehouse = warehouse
         self._owns = owns_warehouse
 
     async def known_among(self, project_id: str, dedup_ids: Sequence[str], window_s: float) -> dict[str, str]:
-        if not dedup_ids:
-            return {}
-        params = {"project_id": project_id, "ids": list(dedup_ids), "cutoff_ms": now_ms() - int(window_s * 1000)}
         try:
-            rows = await self._warehouse.query(KNOWN_AMONG, params)
+            found = await written_among(self._warehouse, project_id, ((EVENT, d) for d in dedup_ids), window_s)
         except Exception as exc:
             raise ArchiveUnavailable(f"the dedup archive does not answer: {exc}") from exc
-        return {row["dedup_id"]: "failed" if int(row["failed"]) else "processed" for row in rows}
+        return {dedup_id: status for (_, dedup_id), status in found.items()}
 
     async def close(self) -> None:
         if self._owns:

@@ -35,6 +35,7 @@ class CodeUseRecord(BaseModel):
     user_identifier: str
     user_identifier_type: str
     used_at_ms: int
+    max_uses: int | None = None  # the code's limit when used: the workers refuse a use past it (absent: none)
 
 
 class CodesCreatedRecord(BaseModel):

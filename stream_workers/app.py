@@ -11,7 +11,14 @@ from stream_workers.runner import run_worker
 async def running_worker(backends: Backends):
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_worker(backends.source, backends.state, backends.warehouse, stop, backends.settings.worker_poll_s)
+        run_worker(
+            backends.source,
+            backends.state,
+            backends.warehouse,
+            stop,
+            backends.settings.worker_poll_s,
+            backends.settings.dedup_window,
+        )
     )
     try:
         yield task

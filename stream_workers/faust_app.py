@@ -49,7 +49,7 @@ from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
 from stream_workers.plans import PlanStore, RedisPlans, SqlitePlans
-from stream_workers.processor import process_delivery
+from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS
 
 log = structlog.get_logger(__name__)
@@ -87,6 +87,7 @@ class Resources:
     warehouse: Warehouse
     plans: PlanStore
     dead_letters: DeadLetterLog | None = None
+    window_s: float = DEFAULT_WINDOW_S  # the dedup window (REWARDS_DEDUP_WINDOW)
 
     async def close(self) -> None:
         for resource in (self.dead_letters, self.plans, self.warehouse, self.state):
@@ -108,7 +109,7 @@ async def open_resources(settings: Settings, options: WorkerOptions) -> Resource
     except BaseException:
         await warehouse.close()
         raise
-    resources = Resources(state, warehouse, plans)
+    resources = Resources(state, warehouse, plans, window_s=settings.dedup_window)
     try:
         resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
     except BaseException:
@@ -124,7 +125,7 @@ async def _open_state(settings: Settings, options: WorkerOptions) -> tuple[State
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
     from rewards.production.redis_state import open_redis_state
 
-    return await open_redis_state(settings.redis_url), RedisPlans.from_url(settings.redis_url)
+    return await open_redis_state(settings.redis_url, settings), RedisPlans.from_url(settings.redis_url)
 
 
 # -- read_committed ------------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ class Pipeline:
             with LATENCY.time():
                 resources = self._resources
                 return await process_delivery(
-                    batch.delivery, resources.state, resources.warehouse, resources.dead_letters
+                    batch.delivery, resources.state, resources.warehouse, resources.dead_letters, resources.window_s
                 )
 
         try:

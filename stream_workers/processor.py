@@ -4,6 +4,13 @@ A delivery is written with one insert per table under the delivery's token, so a
 again after a crash (written, not yet committed) writes nothing twice. Only then does the state
 store learn of it (events marked processed, new claim checks registered), idempotently too.
 
+The warehouse refuses a second payout on its own, whatever the state store forgot (Redis keeps ids for a short
+hot window only, and may lose its last second in a crash): each delivery's last insert is its `dedup_ids` rows
+(rewards.dedup_archive), and the ids of a delivery that the state store has not marked done are looked up there
+first; those found were written whole by an earlier delivery and are dropped. A code use is refused (set aside)
+when the warehouse already holds a referral of its user or as many uses of its code as the `max_uses` it was
+used under: a use Redis forgot cannot make room for one more.
+
 One bad record never holds up the others: each record's rows are computed on their own, and a record
 that cannot be read or computed (computing is pure, so such a failure would repeat forever) becomes a
 row of `dead_letters`, with the reason, instead of its rows. Failures of the engines (reading the state
@@ -17,6 +24,7 @@ import structlog
 from prometheus_client import Counter
 from pydantic import ValidationError
 
+from rewards import dedup_archive
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
 from rewards.domain.limits import check_time_ms
@@ -37,10 +45,12 @@ from stream_workers import rows
 log = structlog.get_logger(__name__)
 DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside as dead letters", ["record_type"])
 
+# dedup_ids last: an id found there means every row of its record was written.
 TABLES = (
     "conversions", "payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates", "claim_checks",
-    "dead_letters",
+    "dead_letters", "dedup_ids",
 )  # fmt: skip
+DEFAULT_WINDOW_S = 35 * 86400.0
 
 
 @dataclass
@@ -61,6 +71,14 @@ class _Writes:
         self.payouts += other.payouts
 
 
+@dataclass
+class _Referrals:
+    """What the warehouse holds of a project's referrals for a delivery's code uses (counted on as uses are added)."""
+
+    uses: dict[str, int] = field(default_factory=dict)  # uses of each code used in the delivery
+    referred: set[User] = field(default_factory=set)  # users of the delivery already referred
+
+
 @dataclass(frozen=True)
 class _Project:
     """What a delivery's records need of their project's state, read once per delivery."""
@@ -68,6 +86,7 @@ class _Project:
     config: PayoutConfig
     chains: dict[User, list[User]]  # the referrers of the users whose conversions pay
     tiers: dict[User, str | None]  # the tier of each level-1 referrer among them
+    referrals: _Referrals = field(default_factory=_Referrals)
 
 
 @dataclass(frozen=True)
@@ -78,14 +97,18 @@ class _Unusable:
 
 
 async def process_delivery(
-    delivery: Delivery, state: StateStore, warehouse: Warehouse, dead_letters: DeadLetterLog | None = None
+    delivery: Delivery,
+    state: StateStore,
+    warehouse: Warehouse,
+    dead_letters: DeadLetterLog | None = None,
+    window_s: float = DEFAULT_WINDOW_S,
 ) -> int:
     """Write one delivery; returns the number of payouts written. Dead letters are also published on
-    `dead_letters` when given (the production shape's `rewards.events.dlq` topic)."""
+    `dead_letters` when given (the production shape's `rewards.events.dlq` topic). `window_s`: the dedup window."""
     writes = _Writes()
     created = now_ms()
-    records = await _not_yet_processed(delivery.records, state)
-    projects = await _projects_of(records, state)
+    records = await _not_yet_written(delivery.records, state, warehouse, window_s)
+    projects = await _projects_of(records, state, warehouse)
     for record in records:
         _add_alone(record, projects, writes, created, delivery.token)
     for table in TABLES:
@@ -127,6 +150,28 @@ def _set_aside(record, reason: str, writes: _Writes, created: int, token: str) -
     writes.rows["dead_letters"].append(rows.dead_letter_row(record, reason, token, created))
     if isinstance(record, ConversionRecord):
         writes.failed[record.project_id].append(record.dedup_id)
+    if isinstance(record, ConversionRecord | CodeUseRecord):
+        writes.rows["dedup_ids"].append(_written_row(record, failed=True))
+
+
+def _written_row(record, failed: bool = False) -> dict:
+    """The record's `dedup_ids` row: what tells a later delivery that it was written."""
+    kind, key = _written_key(record)
+    at = record.received_ms if isinstance(record, ConversionRecord) else now_ms()
+    return dedup_archive.row(record.project_id, kind, key, rows.ch_datetime(at), failed)
+
+
+def _written_key(record) -> tuple[str, str] | None:
+    """(kind, id) of a record that must be written once, as `dedup_ids` holds it; None for the others."""
+    if isinstance(record, ConversionRecord):
+        return dedup_archive.EVENT, record.dedup_id
+    if isinstance(record, CodeUseRecord):
+        return dedup_archive.CODE_USE, record.use_id
+    if isinstance(record, AffiliateRecord):
+        return dedup_archive.AFFILIATE, record.id
+    if isinstance(record, CodesCreatedRecord) and record.codes:
+        return dedup_archive.CODES_CREATED, record.codes[0]
+    return None  # claim checks: snapshots, the warehouse keeps the latest version of each
 
 
 def _count_dead_letters(dead: list[dict], token: str) -> None:
@@ -143,28 +188,45 @@ def _count_dead_letters(dead: list[dict], token: str) -> None:
         )
 
 
-async def _not_yet_processed(records: list, state: StateStore) -> list:
-    """Drop conversions already written (published twice, e.g. a retry after an ingest process died
-    between its Kafka commit and its Redis bookkeeping) and repeats within the delivery."""
-    conversions: dict[str, list[str]] = defaultdict(list)
+async def _not_yet_written(records: list, state: StateStore, warehouse: Warehouse, window_s: float) -> list:
+    """Drop records already written (published twice: an ingest retry after Redis forgot the id, the outbox
+    relaying a change again) and repeats within the delivery. Ids the state store had not marked done but the
+    warehouse holds are marked now."""
+    keys: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for record in records:
-        if isinstance(record, ConversionRecord):
-            conversions[record.project_id].append(record.dedup_id)
-    done = {(p, d) for p, ids in conversions.items() for d in await state.processed_among(p, ids)}
+        if (key := _written_key(record)) is not None:
+            keys[record.project_id].add(key)
+    done: set[tuple[str, tuple[str, str]]] = set()
+    for project_id, project_keys in keys.items():
+        events = [d for kind, d in project_keys if kind == dedup_archive.EVENT]
+        marked = await state.processed_among(project_id, events) if events else set()
+        done |= {(project_id, (dedup_archive.EVENT, d)) for d in marked}
+        unsure = project_keys - {(dedup_archive.EVENT, d) for d in marked}
+        written = await dedup_archive.written_among(warehouse, project_id, unsure, window_s)
+        done |= {(project_id, key) for key in written}
+        await _mark_found(state, project_id, written)
     kept = []
     for record in records:
-        if isinstance(record, ConversionRecord):
-            key = (record.project_id, record.dedup_id)
-            if key in done:
+        if (key := _written_key(record)) is not None:
+            if (record.project_id, key) in done:
                 continue
-            done.add(key)
+            done.add((record.project_id, key))
         kept.append(record)
     return kept
 
 
-async def _projects_of(records: list, state: StateStore) -> dict[str, _Project | _Unusable]:
+async def _mark_found(state: StateStore, project_id: str, written: dict[tuple[str, str], str]) -> None:
+    """Events the warehouse holds that the state store had not marked done (its marks were lost): mark them."""
+    for status, mark in (("processed", state.mark_processed), ("failed", state.mark_failed)):
+        ids = [d for (kind, d), found in written.items() if kind == dedup_archive.EVENT and found == status]
+        if ids:
+            await mark(project_id, ids)
+
+
+async def _projects_of(records: list, state: StateStore, warehouse: Warehouse) -> dict[str, _Project | _Unusable]:
     """Each project's config, and the referral chains its conversions pay along: a few round trips to
-    the state store per delivery rather than two per event."""
+    the state store per delivery rather than two per event; and what the warehouse holds of its code uses'
+    referrals."""
     paying: dict[str, list[User]] = defaultdict(list)
     configs: dict[str, PayoutConfig | _Unusable] = {}
     for record in records:
@@ -182,8 +244,45 @@ async def _projects_of(records: list, state: StateStore) -> dict[str, _Project |
             continue
         chains = await state.referrer_chains(project_id, paying[project_id], engine.MAX_LEVELS)
         affiliates = await state.affiliates_among(project_id, list({chain[0] for chain in chains.values() if chain}))
-        projects[project_id] = _Project(config, chains, {user: a.tier for user, a in affiliates.items()})
+        tiers = {user: a.tier for user, a in affiliates.items()}
+        uses = [r for r in records if isinstance(r, CodeUseRecord) and r.project_id == project_id]
+        projects[project_id] = _Project(config, chains, tiers, await _referrals_of(warehouse, project_id, uses))
     return projects
+
+
+# A code belongs to one owner: the owner columns only narrow the read to the primary key's range. (No tuple
+# parameters: see rewards.clickhouse_values.)
+REFERRALS_OF = """
+SELECT 'code' AS what, code AS code, '' AS user_type, '' AS user_id, count() AS n FROM referrals
+WHERE project_id = {project:String} AND referrer_identifier_type IN {owner_types:Array(String)}
+  AND referrer_identifier IN {owners:Array(String)} AND code IN {codes:Array(String)}
+  AND use_id NOT IN {uses:Array(String)}
+GROUP BY code
+UNION ALL
+SELECT DISTINCT 'user', '', user_identifier_type, user_identifier, 1 FROM referrals
+WHERE project_id = {project:String} AND user_identifier IN {users:Array(String)} AND use_id NOT IN {uses:Array(String)}
+"""
+
+
+async def _referrals_of(warehouse: Warehouse, project_id: str, uses: list[CodeUseRecord]) -> _Referrals:
+    """The referrals the warehouse holds for these uses' codes and users, besides those of the uses themselves (a
+    delivery written again after a crash in its middle finds its own)."""
+    if not uses:
+        return _Referrals()
+    params = {
+        "project": project_id,
+        "owner_types": sorted({u.owner_identifier_type for u in uses}),
+        "owners": sorted({u.owner_identifier for u in uses}),
+        "codes": sorted({u.code for u in uses}),
+        "users": sorted({u.user_identifier for u in uses}),
+        "uses": sorted({u.use_id for u in uses}),
+    }
+    found = await warehouse.query(REFERRALS_OF, params)
+    users = {User(u.user_identifier, u.user_identifier_type) for u in uses}
+    return _Referrals(
+        uses={r["code"]: int(r["n"]) for r in found if r["what"] == "code"},
+        referred={User(r["user_id"], r["user_type"]) for r in found if r["what"] == "user"} & users,
+    )
 
 
 async def _config_of(project_id: str, state: StateStore) -> PayoutConfig | _Unusable:
@@ -210,7 +309,9 @@ def _add(record, project: _Project, writes: _Writes, created: int) -> None:
     elif isinstance(record, CodeUseRecord):
         owner = User(record.owner_identifier, record.owner_identifier_type)
         referred = User(record.user_identifier, record.user_identifier_type)
-        _add_payouts(rows.code_use_source(record), engine.code_use_payouts(config, owner, referred), writes, created)
+        payouts = engine.code_use_payouts(config, owner, referred)
+        _count_use(record, referred, project.referrals)
+        _add_payouts(rows.code_use_source(record), payouts, writes, created)
         writes.rows["referrals"].append(rows.referral_row(record))
     elif isinstance(record, CodesCreatedRecord):
         writes.rows["referral_codes"] += rows.code_rows(record)
@@ -218,6 +319,23 @@ def _add(record, project: _Project, writes: _Writes, created: int) -> None:
         writes.rows["affiliates"].append(rows.affiliate_row(record))
     elif isinstance(record, ClaimCheckRecord):
         writes.rows["claim_checks"].append(rows.claim_check_record_row(record))
+    if _written_key(record) is not None:
+        writes.rows["dedup_ids"].append(_written_row(record))
+
+
+class UseRefused(Exception):
+    """A code use the warehouse's referrals refuse: the state store forgot an earlier use (a crash of Redis)."""
+
+
+def _count_use(record: CodeUseRecord, user: User, referrals: _Referrals) -> None:
+    """Count the use in, or raise UseRefused if its user is referred already or its code is at its max_uses."""
+    if user in referrals.referred:
+        raise UseRefused(f"the user is already referred (a referral the state store forgot): use of {record.code}")
+    uses = referrals.uses.get(record.code, 0)
+    if record.max_uses is not None and uses >= record.max_uses:
+        raise UseRefused(f"code {record.code} is at its max_uses ({record.max_uses}) in the warehouse")
+    referrals.referred.add(user)
+    referrals.uses[record.code] = uses + 1
 
 
 def _add_payouts(source: rows.PayoutSource, payouts: list[engine.Payout], writes: _Writes, created: int) -> None:

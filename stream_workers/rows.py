@@ -83,6 +83,7 @@ def referral_row(record: CodeUseRecord) -> dict:
         "referrer_identifier": record.owner_identifier,
         "code": record.code,
         "referred_at": ch_datetime(record.used_at_ms),
+        "use_id": record.use_id,
     }
 
 

@@ -6,7 +6,7 @@ import structlog
 from prometheus_client import Counter, Histogram
 
 from rewards.ports import EventSource, StateStore, Warehouse
-from stream_workers.processor import process_delivery
+from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 
 log = structlog.get_logger(__name__)
 
@@ -20,7 +20,12 @@ RETRY_DELAY_S = 1.0
 
 
 async def run_worker(
-    source: EventSource, state: StateStore, warehouse: Warehouse, stop: asyncio.Event, poll_timeout_s: float
+    source: EventSource,
+    state: StateStore,
+    warehouse: Warehouse,
+    stop: asyncio.Event,
+    poll_timeout_s: float,
+    window_s: float = DEFAULT_WINDOW_S,
 ) -> None:
     log.info("worker started")
     while not stop.is_set():
@@ -35,7 +40,7 @@ async def run_worker(
         for delivery in deliveries:
             try:
                 with LATENCY.time():
-                    PAYOUTS.inc(await process_delivery(delivery, state, warehouse))
+                    PAYOUTS.inc(await process_delivery(delivery, state, warehouse, window_s=window_s))
             except Exception:
                 FAILURES.inc()
                 log.exception("delivery failed; it will be retried", token=delivery.token)

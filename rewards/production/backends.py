@@ -11,16 +11,19 @@ def limits_storage_uri(redis_url: str) -> str:
 
 
 async def open_production(settings: Settings, *, publishes: bool, reads_warehouse: bool) -> Backends:
+    from rewards.dedup_archive import WarehouseDedupArchive
     from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
     from rewards.production.kafka_log import KafkaEventLog
     from rewards.production.redis_state import open_redis_state
 
     settings.require_engines()
-    state = await open_redis_state(settings.redis_url, settings)
+    warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url) if reads_warehouse else None
+    # Redis keeps exact dedup ids for the hot window; past it, the warehouse's dedup_ids answers.
+    archive = WarehouseDedupArchive(warehouse) if warehouse is not None else None
+    state = await open_redis_state(settings.redis_url, settings, archive)
     log = None
     if publishes:
         log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)
-    warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url) if reads_warehouse else None
     # redis-py, the client the state store uses too (limits defaults to coredis for async Redis).
     limiter = RateLimiter(
         settings.rate_limits, storage_uri=limits_storage_uri(settings.redis_url), implementation="redispy"

@@ -115,8 +115,9 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 class RedisStateStore:
     """Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
     (never past its window). With an `archive` (the warehouse's `dedup_ids`), ids Redis no longer knows are
-    asked of it, once per batch and only for the ids the claim found fresh, so Redis holds only the hot window;
-    without one, the hot window is the whole window. A user's event names live a window after their last event;
+    asked of it, once per batch and only for the ids the claim found fresh, so Redis holds only the hot window
+    (and a batch retried after Redis lost its last second is still found known once written); without one, the
+    hot window is the whole window. A user's event names live a window after their last event;
     Idempotency-Key records `idempotency_ttl_s`."""
 
     def __init__(
@@ -438,17 +439,11 @@ class RedisStateStore:
             await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids], args=[status, self._hot_ms])
 
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
-        """Also asks the archive about ids Redis does not know (past the hot window): a record published
-        twice beyond it is still written once."""
+        """What Redis knows as done (the workers ask the warehouse about the rest: Redis may have forgotten)."""
         if not dedup_ids:
             return set()
-        k = ProjectKeys(project_id)
-        values = await self._redis.mget([k.dedup(d) for d in dedup_ids])
-        done = {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
-        unknown = [d for d, value in zip(dedup_ids, values, strict=True) if value is None]
-        if unknown and self._archive is not None:
-            done |= set(await self._archive.known_among(project_id, unknown, self._window_s))
-        return done
+        values = await self._redis.mget([ProjectKeys(project_id).dedup(d) for d in dedup_ids])
+        return {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
 
     async def bound_unexpiring_keys(self, scan_count: int = 1000) -> int:
         """Give the dedup keys and user_events sets written before the windows existed (no TTL) one: processed

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
+from rewards.backpressure import Backpressure
 from rewards.ports import EventLog, EventSource, StateStore, Warehouse
 from rewards.ratelimit import RateLimiter
 from rewards.settings import Settings
@@ -16,11 +17,14 @@ class Backends:
     source: EventSource | None
     warehouse: Warehouse | None
     limiter: RateLimiter
+    backpressure: Backpressure | None = None  # in processes that accept events
 
     async def close(self) -> None:
         close_log = getattr(self.log, "close", None)  # the embedded outbox closes with the state store
         if close_log is not None:
             await close_log()
+        if self.backpressure is not None:
+            await self.backpressure.close()
         if self.warehouse is not None:
             await self.warehouse.close()
         await self.state.close()
@@ -55,4 +59,5 @@ async def open_embedded(settings: Settings) -> Backends:
         source=outbox,
         warehouse=warehouse,
         limiter=RateLimiter(settings.rate_limits),
+        backpressure=Backpressure(outbox, settings.max_backlog),
     )

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -207,6 +208,30 @@ def migrate(
         _print({"warehouse": kind, **asyncio.run(run())})
     except migrations.MigrationError as exc:
         _fail(str(exc))
+
+
+@app.command("bound-redis-keys")
+def bound_redis_keys() -> None:
+    """Give a TTL to the dedup keys and event-name sets an install made before the dedup windows (production
+    shape, REDIS_URL): a one-off after upgrading, safe beside running services (README "Windows")."""
+    from tqdm import tqdm
+
+    from rewards.production.redis_state import open_redis_state
+    from rewards.settings import Settings
+
+    settings = Settings()
+    if not settings.redis_url:
+        _fail("bound-redis-keys works on the production shape's Redis: set REDIS_URL")
+
+    async def run() -> int:
+        state = await open_redis_state(settings.redis_url, settings)
+        try:
+            with tqdm(total=await state.key_count(), desc="scanning", unit="key", file=sys.stderr) as bar:
+                return await state.bound_unexpiring_keys(scanned=bar.update)
+        finally:
+            await state.close()
+
+    _print({"bounded": asyncio.run(run())})
 
 
 @project_app.command("create")

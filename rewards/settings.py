@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     # fences its dead predecessor at once. Never the same for two live processes on different machines.
     ingest_instance: str | None = None
     worker_batch_size: int = 2000  # records per warehouse insert at most
+    worker_group_id: str = "rewards-workers"  # the workers' Kafka consumer group (the ingest edge reads its lag)
+    # Back-pressure: while more messages than this wait for the workers (Kafka's consumer lag, the embedded
+    # outbox's rows; one per accepted batch), the events endpoints answer 503 with Retry-After (0: never).
+    max_backlog: int = 20_000
     worker_batch_wait_s: float = 0.05  # how long a worker waits to fill a batch
 
     def require_engines(self) -> None:

@@ -67,7 +67,6 @@ class WorkerOptions(BaseSettings):
 
     # sqlite: the embedded state store of REWARDS_DATA_DIR, shared by path (one machine: tests, trials)
     state: Literal["redis", "sqlite"] = "redis"
-    group_id: str = "rewards-workers"
     # A dead worker's partitions move after this; Kafka's default floor (group.min.session.timeout.ms) is 6 s.
     session_timeout_s: float = 10.0
     # Static membership (e.g. the pod name): a restarted worker takes its partitions back without a rebalance.
@@ -192,7 +191,7 @@ def build_app(
     datadir: str | None = None,
 ) -> faust.App:
     conf = faust_settings(settings.kafka_bootstrap_servers, options)
-    app = WorkersApp(options.group_id, **conf, **({"datadir": datadir} if datadir else {}))
+    app = WorkersApp(settings.worker_group_id, **conf, **({"datadir": datadir} if datadir else {}))
     # acks=False: faust never commits this topic's offsets; the pipeline commits them at delivery boundaries.
     topic = app.topic(
         EVENTS_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw", acks=False

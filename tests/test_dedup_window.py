@@ -251,3 +251,38 @@ async def test_keys_from_before_the_windows_get_one(redis_url):  # noqa: F811
         assert 0 < await client.pttl(k.dedup("new")) <= 5_000  # a key with a TTL keeps it
     finally:
         await client.aclose()
+
+
+def test_the_cli_bounds_them_with_a_progress_bar(redis_url):  # noqa: F811
+    import json
+
+    import redis
+    from typer.testing import CliRunner
+
+    from rewards.cli import app
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    keys = [ProjectKeys("cli-legacy").dedup(d) for d in ("a", "b")]
+    client.set(keys[0], "processed")
+    client.set(keys[1], "accepted")
+    result = CliRunner().invoke(app, ["bound-redis-keys"], env={"REDIS_URL": redis_url})
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["bounded"] >= 2 and "scanning" in result.stderr
+    assert 0 < client.pttl(keys[0]) <= 10 * 60_000 < client.pttl(keys[1])  # the hot window; the whole window
+    result = CliRunner().invoke(app, ["bound-redis-keys"], env={"REDIS_URL": ""})
+    assert result.exit_code == 1 and "set REDIS_URL" in result.stderr
+
+
+async def test_the_workers_store_keeps_processed_ids_for_the_hot_window(redis_url):  # noqa: F811
+    """The workers open the store without an archive (they ask the warehouse themselves): their marks must still
+    shorten an id's life to the hot window, or Redis would hold the whole window after all."""
+    from rewards.production.redis_state import open_redis_state
+
+    store = await open_redis_state(redis_url, Settings())
+    try:
+        pid = await store.create_project("workers")
+        await ingest(store, pid, *batch("hw-1"))
+        await store.mark_processed(pid, ["hw-1"])
+        assert 0 < await store._redis.pttl(ProjectKeys(pid).dedup("hw-1")) <= Settings().dedup_hot_window * 1000
+    finally:
+        await store.close()

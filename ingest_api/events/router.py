@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from ingest_api.events.service import accept_events
+from rewards.backpressure import Backlogged
 from rewards.errors import ApiError, bad_request, unavailable
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
 from rewards.ports import LogUnavailable, Principal
@@ -60,6 +61,11 @@ async def post_event(request: Request, principal: Principal = Depends(guard("Sen
 
 
 async def _accept(backends, project_id, events, idempotency):
+    try:
+        if backends.backpressure is not None:
+            await backends.backpressure.admit()
+    except Backlogged as exc:
+        raise unavailable(f"Service Unavailable: {exc}") from exc
     try:
         return await accept_events(backends.state, backends.log, project_id, events, idempotency)
     except (ApiError, LogUnavailable):

@@ -44,6 +44,16 @@ class SqliteOutbox:
             await asyncio.wait_for(self._published.wait(), timeout_s)
         return await self._db.run(lambda c: self._planned(c, max_deliveries))
 
+    async def backlog(self) -> int:
+        """Messages not yet written by the worker (rewards.backpressure). Delivered rows are deleted oldest first,
+        in ranges, so the ids left are one run: two index lookups, however long the backlog."""
+
+        def count(c: sqlite3.Connection) -> int:
+            first, last = c.execute("SELECT min(id), max(id) FROM outbox").fetchone()
+            return 0 if first is None else last - first + 1
+
+        return await self._db.run(count)
+
     async def commit(self, deliveries: Sequence[Delivery]) -> None:
         ranges = [_range(d.token) for d in deliveries]
 

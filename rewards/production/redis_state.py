@@ -23,6 +23,7 @@ Key layout: rewards.production.redis_keys; the Lua scripts: rewards.production.r
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -58,6 +59,7 @@ PENDING_TTL_S = 60  # a claimed batch must be published and committed within thi
 IDEMPOTENCY_TTL_S = 24 * 3600
 USED_BY_LIMIT = 1000  # a code record shows its latest uses only; current_uses still counts them all
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
+_KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
 _ATTEMPTS = 20  # optimistic retries (WATCH, or a use_code re-check) before giving up
 
 
@@ -114,11 +116,12 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 
 class RedisStateStore:
     """Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
-    (never past its window). With an `archive` (the warehouse's `dedup_ids`), ids Redis no longer knows are
-    asked of it, once per batch and only for the ids the claim found fresh, so Redis holds only the hot window
-    (and a batch retried after Redis lost its last second is still found known once written); without one, the
-    hot window is the whole window. A user's event names live a window after their last event;
-    Idempotency-Key records `idempotency_ttl_s`."""
+    (never past its window; None: the whole window). With an `archive` (the warehouse's `dedup_ids`), ids Redis
+    no longer knows are asked of it, once per batch and only for the ids the claim found fresh, so Redis holds
+    only the hot window (and a batch retried after Redis lost its last second is still found known once
+    written). Every production process opens it with the hot window: the ingest edge with the archive, the
+    workers (which mark ids processed) ask the warehouse themselves. A user's event names live a window after
+    their last event; Idempotency-Key records `idempotency_ttl_s`."""
 
     def __init__(
         self,
@@ -133,7 +136,7 @@ class RedisStateStore:
         self._scripts = Scripts.register(redis)
         self._archive = archive
         self._window_s = dedup_window_s
-        hot = dedup_window_s if archive is None or hot_window_s is None else min(hot_window_s, dedup_window_s)
+        hot = dedup_window_s if hot_window_s is None else min(hot_window_s, dedup_window_s)
         self._window_ms, self._hot_ms, self._idempotency_ms = _ms(dedup_window_s), _ms(hot), _ms(idempotency_ttl_s)
 
     # -- projects and keys -------------------------------------------------------------------
@@ -445,20 +448,28 @@ class RedisStateStore:
         values = await self._redis.mget([ProjectKeys(project_id).dedup(d) for d in dedup_ids])
         return {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
 
-    async def bound_unexpiring_keys(self, scan_count: int = 1000) -> int:
+    async def key_count(self) -> int:
+        """How many keys Redis holds (all of them: a bound for bound_unexpiring_keys' progress)."""
+        return await self._redis.dbsize()
+
+    async def bound_unexpiring_keys(self, scan_count: int = 1000, scanned: Callable[[int], Any] | None = None) -> int:
         """Give the dedup keys and user_events sets written before the windows existed (no TTL) one: processed
         and failed ids the hot window, accepted ids and event-name sets the window. A one-off after upgrading
-        (SCAN: bounded work per call to Redis, safe beside running services); returns how many keys it bounded."""
+        (SCAN: bounded work per call to Redis, safe beside running services); returns how many keys it bounded.
+        `scanned(n)` is told of each project key looked at (`rewards bound-redis-keys` shows a progress bar)."""
         bounded = 0
-        for kind in ("dedup", "user_events"):
-            async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:{kind}:*", count=scan_count):
-                if await self._redis.pttl(key) != -1 or await self._redis.type(key) != (
-                    "string" if kind == "dedup" else "set"
-                ):
-                    continue
-                value = await self._redis.get(key) if kind == "dedup" else None
-                ttl = self._hot_ms if value in ("processed", "failed") else self._window_ms
-                bounded += await self._redis.pexpire(key, ttl, nx=True)
+        async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:*", count=scan_count):
+            if scanned is not None:
+                scanned(1)
+            kind = _KEY_KIND.match(key)
+            if kind is None or await self._redis.pttl(key) != -1:
+                continue
+            expected = "string" if kind[1] == "dedup" else "set"
+            if await self._redis.type(key) != expected:
+                continue
+            value = await self._redis.get(key) if kind[1] == "dedup" else None
+            ttl = self._hot_ms if value in ("processed", "failed") else self._window_ms
+            bounded += await self._redis.pexpire(key, ttl, nx=True)
         return bounded
 
     # -- claim checks ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The affiliate object of API.md §4, shared by its registration (ingest) and its listing (query)."""
+"""The affiliate object of API.md §4, shared by its registration (ingest) and its listing (query), and the
+records the listing is built from (written by both state stores with their change, see rewards.ports.Change)."""
 
 from dataclasses import dataclass
 from decimal import Decimal
@@ -6,8 +7,10 @@ from decimal import Decimal
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import MAX_LEVELS, User
+from rewards.domain.referrals import CodeRecord
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Affiliate, Warehouse
+from schemas.records import AffiliateRecord, CodesCreatedRecord
 
 LEVELS = range(1, MAX_LEVELS + 1)
 
@@ -65,3 +68,29 @@ def affiliate_json(affiliate: Affiliate, config: PayoutConfig, codes: list[str],
         # Rates are JSON numbers in the contract; a rate is a short decimal, exact enough as a float.
         **{f"r{n}": float(tier.rates.at_level(n)) if tier else 0.0 for n in LEVELS},
     }
+
+
+def affiliate_record(project_id: str, affiliate: Affiliate) -> AffiliateRecord:
+    return AffiliateRecord(
+        project_id=project_id,
+        id=affiliate.id,
+        user_identifier=affiliate.user.identifier,
+        user_identifier_type=affiliate.user.identifier_type,
+        name=affiliate.name,
+        status=affiliate.status,
+        region=affiliate.region,
+        audience=affiliate.audience,
+        tax_status=affiliate.tax_status,
+        tier=affiliate.tier,
+        created_at_ms=affiliate.created_at_ms,
+    )
+
+
+def codes_created_record(project_id: str, owner: User, codes: list[CodeRecord]) -> CodesCreatedRecord:
+    return CodesCreatedRecord(
+        project_id=project_id,
+        codes=[c.code for c in codes],
+        owner_identifier=owner.identifier,
+        owner_identifier_type=owner.identifier_type,
+        created_at_ms=codes[0].created_at_ms,
+    )

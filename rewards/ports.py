@@ -7,17 +7,22 @@
 A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids and its publication
 on the log succeed together or not at all (an exception inside the block undoes the claim). Every
 other state change that the warehouse must learn of (codes, code uses, affiliates, claim checks) is
-a context manager of the same kind: the caller publishes inside the block.
+a context manager of the same kind, yielding a `Change`: the caller publishes its `payload` inside the
+block, and the change and its payload reach the log together (the embedded store: that publish joins its
+SQLite transaction; the production store: its change script also writes the payload to an outbox, which a
+relay publishes if the caller dies before it does, or fails in a way that may have published it: then the
+change is not undone, the block's exception is swallowed so the request succeeds, and the workers drop a
+repeat).
 
 Every failure of `EventLog.publish` raises `LogUnavailable`, whatever the engine: raised inside such a
-block it undoes the block's change, and the HTTP services answer it 503 with `Retry-After`
-(`rewards.http`), so a client's retry of the same request is safe.
+block it undoes the block's change (unless, as above, the change stands), and the HTTP services answer it 503
+with `Retry-After` (`rewards.http`), so a client's retry of the same request is safe.
 """
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payout_config import PayoutConfig
@@ -26,6 +31,7 @@ from rewards.domain.referrals import CodeRecord
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,15 @@ class Referral:
     referred_at_ms: int
 
 
+@dataclass(frozen=True)
+class Change(Generic[_T]):
+    """What a state change's block sees: `value`, and `payload`, the one message to publish in the block
+    (`schemas.records.dump_records` of the change's records), None when nothing changed."""
+
+    value: _T
+    payload: bytes | None
+
+
 @dataclass
 class IngestClaim:
     replay: bytes | None = None  # the stored response of an earlier request with this Idempotency-Key
@@ -78,7 +93,10 @@ class StateStore(Protocol):
     async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...
 
     # affiliates
-    def create_affiliate(self, project_id: str, affiliate: Affiliate) -> AbstractAsyncContextManager[bool]: ...
+    def create_affiliate(self, project_id: str, affiliate: Affiliate) -> AbstractAsyncContextManager[Change[bool]]:
+        """value: whether the affiliate was created (False: the user is one already, nothing to publish);
+        payload: its AffiliateRecord."""
+
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None: ...
     async def affiliates_among(self, project_id: str, users: Sequence[User]) -> dict[User, Affiliate]:
         """The affiliates among `users`, in one round trip (users who are not affiliates are left out)."""
@@ -86,7 +104,9 @@ class StateStore(Protocol):
     # referral codes and the referral graph
     def create_codes(
         self, project_id: str, owner: User, quantity: int, max_uses: int | None
-    ) -> AbstractAsyncContextManager[list[CodeRecord]]: ...
+    ) -> AbstractAsyncContextManager[Change[list[CodeRecord]]]:
+        """value: the new codes; payload: their CodesCreatedRecord."""
+
     async def list_codes(
         self, project_id: str, owner: User, offset: int, limit: int
     ) -> tuple[list[CodeRecord], int]: ...
@@ -97,7 +117,9 @@ class StateStore(Protocol):
     async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord: ...
     def use_code(
         self, project_id: str, code: str, user: User, proof: dict
-    ) -> AbstractAsyncContextManager[tuple[CodeRecord, CodeUseRecord]]: ...
+    ) -> AbstractAsyncContextManager[Change[tuple[CodeRecord, CodeUseRecord]]]:
+        """value: the code after the use, and the use; payload: the use (its CodeUseRecord)."""
+
     async def referral_of(self, project_id: str, user: User) -> Referral | None: ...
     async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
         """Each user's referrers, nearest first, up to `depth` (stopping at the top or at a cycle), in one
@@ -132,9 +154,10 @@ class StateStore(Protocol):
         ids: Sequence[str],
         change: Callable[[ClaimCheck], ClaimCheck],
         owner: User | None,
-    ) -> AbstractAsyncContextManager[list[ClaimCheck]]:
+    ) -> AbstractAsyncContextManager[Change[list[ClaimCheck]]]:
         """Apply `change` to every check of `ids` (of `owner` when given), all or none; the block sees
-        the changed checks. An unknown id raises ClaimCheckNotFound; `change` may raise a conflict."""
+        the changed checks (value) and their ClaimCheckRecords (payload). An unknown id raises
+        ClaimCheckNotFound; `change` may raise a conflict."""
 
     async def ping(self) -> None: ...
     async def close(self) -> None: ...

@@ -27,7 +27,7 @@ from rewards.ports import Affiliate, Delivery
 from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.settings import Settings
 from schemas import clickhouse as schema
-from schemas.records import AffiliateRecord, CodesCreatedRecord, ConversionRecord
+from schemas.records import ConversionRecord, decode_message
 from stream_workers.processor import process_delivery
 from tests.conftest import evm
 from tests.test_claim_checks import TOKEN_CONFIG
@@ -287,19 +287,14 @@ async def populate(state, warehouse) -> str:
     await state.put_config(project, PayoutConfig.model_validate(TOKEN_CONFIG))
     records = []
     for owner, user in ((ALICE, BOB), (BOB, CAROL)):
-        async with state.create_codes(project, owner, 1, None) as codes:
-            records.append(CodesCreatedRecord(
-                project_id=project, codes=[c.code for c in codes], owner_identifier=owner.identifier,
-                owner_identifier_type=owner.identifier_type, created_at_ms=codes[0].created_at_ms))  # fmt: skip
-        async with state.use_code(project, codes[0].code, user, {}) as (_, use):
-            records.append(use)
+        async with state.create_codes(project, owner, 1, None) as created:
+            records += decode_message(created.payload)
+        async with state.use_code(project, created.value[0].code, user, {}) as used:
+            records += decode_message(used.payload)
     affiliate = Affiliate(id=f"evm_address:{ALICE.identifier}", user=ALICE, name="Alice", status="active",
                           region="EU", audience=None, tax_status="verified", tier=None, created_at_ms=T0)  # fmt: skip
-    async with state.create_affiliate(project, affiliate):
-        pass
-    records.append(AffiliateRecord(
-        project_id=project, id=affiliate.id, user_identifier=ALICE.identifier, user_identifier_type="evm_address",
-        name="Alice", status="active", region="EU", tax_status="verified", created_at_ms=T0))  # fmt: skip
+    async with state.create_affiliate(project, affiliate) as registered:
+        records += decode_message(registered.payload)
     await deliver(state, warehouse, project, *records)
     await deliver(
         state, warehouse, project,

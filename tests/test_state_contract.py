@@ -31,6 +31,7 @@ from rewards.ports import Affiliate, StateStore
 from rewards.production import redis_state
 from rewards.production.redis_keys import ProjectKeys
 from rewards.production.redis_state import BatchInFlight, RedisStateStore, open_redis_state
+from schemas.records import load_records
 
 
 class Boom(Exception):
@@ -154,10 +155,12 @@ def affiliate(n: int, **fields) -> Affiliate:
 async def test_affiliates(store, pid):
     first = affiliate(1)
     async with store.create_affiliate(pid, first) as created:
-        assert created is True
+        assert created.value is True
+        [record] = load_records(created.payload)
+        assert (record.type, record.project_id, record.id, record.name) == ("affiliate", pid, first.id, "Ada")
     assert await store.get_affiliate(pid, user(1)) == first
     async with store.create_affiliate(pid, affiliate(1, name="Other")) as created:
-        assert created is False
+        assert (created.value, created.payload) == (False, None)
     assert await store.get_affiliate(pid, user(1)) == first
     assert await store.get_affiliate(pid, user(2)) is None
     assert await store.affiliates_among(pid, [user(2), user(1), user(1)]) == {user(1): first}
@@ -167,11 +170,11 @@ async def test_affiliates(store, pid):
 async def test_affiliate_undone_when_block_raises(store, pid):
     with pytest.raises(Boom):
         async with store.create_affiliate(pid, affiliate(3)) as created:
-            assert created
+            assert created.value
             raise Boom
     assert await store.get_affiliate(pid, user(3)) is None
     async with store.create_affiliate(pid, affiliate(3, name=None, tier="gold")) as created:
-        assert created
+        assert created.value
     assert (await store.get_affiliate(pid, user(3))).tier == "gold"
 
 
@@ -179,13 +182,17 @@ async def test_affiliate_undone_when_block_raises(store, pid):
 
 
 async def create_codes(store, pid, owner: User, quantity: int = 1, max_uses: int | None = None) -> list[str]:
-    async with store.create_codes(pid, owner, quantity, max_uses) as records:
-        return [record.code for record in records]
+    async with store.create_codes(pid, owner, quantity, max_uses) as created:
+        return [record.code for record in created.value]
 
 
 async def test_codes_create_list_get(store, pid):
-    async with store.create_codes(pid, user(1), 3, 2) as records:
+    async with store.create_codes(pid, user(1), 3, 2) as created:
+        records = created.value
         assert len({r.code for r in records}) == 3
+        [record] = load_records(created.payload)
+        assert (record.type, record.codes, record.owner_identifier) == ("codes_created", [r.code for r in records],
+                                                                        user(1).identifier)  # fmt: skip
         assert all(r.owner == user(1) and r.max_uses == 2 and r.current_uses == 0 and r.used_by == [] for r in records)
     later = await create_codes(store, pid, user(1), 2)
     codes = [r.code for r in records] + later
@@ -212,8 +219,9 @@ async def test_codes_of(store, pid):
 
 async def test_set_max_uses(store, pid):
     [code] = await create_codes(store, pid, user(1), 1, 5)
-    async with store.use_code(pid, code, user(2), {}):
+    async with store.use_code(pid, code, user(2), {}) as used:
         pass
+    assert used.value[1].max_uses == 5 and load_records(used.payload)[0].max_uses == 5  # the workers hold uses to it
     assert (await store.set_max_uses(pid, code.lower(), None)).max_uses is None
     record = await store.set_max_uses(pid, code, 1)
     assert (record.max_uses, record.current_uses, record.available) == (1, 1, False)
@@ -227,8 +235,8 @@ async def test_set_max_uses(store, pid):
 
 async def test_codes_undone_when_block_raises(store, pid):
     with pytest.raises(Boom):
-        async with store.create_codes(pid, user(1), 3, None) as records:
-            codes = [r.code for r in records]
+        async with store.create_codes(pid, user(1), 3, None) as created:
+            codes = [r.code for r in created.value]
             raise Boom
     assert [await store.get_code(pid, code) for code in codes] == [None] * 3
     assert await store.list_codes(pid, user(1), 0, 10) == ([], 0)
@@ -237,7 +245,9 @@ async def test_codes_undone_when_block_raises(store, pid):
 
 async def test_use_code(store, pid):
     [code] = await create_codes(store, pid, user(1), 1, 2)
-    async with store.use_code(pid, code.lower(), user(2), {"signature": "0xsig", "chain_id": 1}) as (record, use):
+    async with store.use_code(pid, code.lower(), user(2), {"signature": "0xsig", "chain_id": 1}) as used:
+        record, use = used.value
+        assert load_records(used.payload) == [use]
         assert (record.code, record.current_uses, record.remaining_uses) == (code, 1, 1)
         assert [(u.identifier, u.identifier_type) for u in record.used_by] == [(user(2).identifier, "evm_address")]
         assert (use.code, use.owner_identifier, use.user_identifier) == (code, user(1).identifier, user(2).identifier)
@@ -276,14 +286,14 @@ async def test_use_code_errors(store, pid):
 async def test_use_code_undone_when_block_raises(store, pid):
     [code] = await create_codes(store, pid, user(1), 1, 1)
     with pytest.raises(Boom):
-        async with store.use_code(pid, code, user(2), {}) as (record, _):
-            assert record.current_uses == 1
+        async with store.use_code(pid, code, user(2), {}) as used:
+            assert used.value[0].current_uses == 1
             raise Boom
     record = await store.get_code(pid, code)
     assert (record.current_uses, record.used_by, record.available) == (0, [], True)
     assert await store.referral_of(pid, user(2)) is None
-    async with store.use_code(pid, code, user(3), {}) as (record, _):
-        assert [u.identifier for u in record.used_by] == [user(3).identifier]
+    async with store.use_code(pid, code, user(3), {}) as used:
+        assert [u.identifier for u in used.value[0].used_by] == [user(3).identifier]
 
 
 async def test_concurrent_uses_never_exceed_max_uses(store, pid):
@@ -445,7 +455,7 @@ def check(pid: str, n: int, owner: User) -> cc.ClaimCheck:
 
 async def current(store, pid, ids: list[str]) -> list[cc.ClaimCheck]:
     async with store.update_claim_checks(pid, ids, lambda c: c, None) as checks:
-        return checks
+        return checks.value
 
 
 async def test_claim_checks_register_and_update(store, pid):
@@ -454,16 +464,18 @@ async def test_claim_checks_register_and_update(store, pid):
     await store.register_claim_checks(pid, [])
     assert await current(store, pid, [a.id, b.id]) == [a, b]
     async with store.update_claim_checks(pid, [a.id, b.id], cc.close, user(1)) as closed:
-        assert [(c.status, c.version) for c in closed] == [(cc.CLOSED, 2)] * 2
+        assert [(c.status, c.version) for c in closed.value] == [(cc.CLOSED, 2)] * 2
+        assert load_records(closed.payload) == [cc.to_record(pid, c) for c in closed.value]
     await store.register_claim_checks(pid, [a, check(pid, 3, user(2))])  # a known check is left as it is
     assert (await current(store, pid, [a.id]))[0].status == cc.CLOSED
     claim = partial(cc.claim, tx_hash="0xabc", claimed_ms=1_800_000_000_000)
-    async with store.update_claim_checks(pid, [a.id], claim, None) as claimed:
+    async with store.update_claim_checks(pid, [a.id], claim, None) as change:
+        claimed = change.value
         assert (claimed[0].status, claimed[0].hash, claimed[0].claimed_ms, claimed[0].version) == (
             cc.CLAIMED, "0xabc", 1_800_000_000_000, 3,
         )  # fmt: skip
     async with store.update_claim_checks(pid, [a.id], claim, None) as again:
-        assert again == claimed
+        assert again.value == claimed
     assert await current(store, pid, []) == []
 
 
@@ -492,7 +504,7 @@ async def test_claim_checks_undone_when_block_raises(store, pid):
         pass
     with pytest.raises(Boom):
         async with store.update_claim_checks(pid, [a.id, b.id], cc.close, user(1)) as closed:
-            assert [c.status for c in closed] == [cc.CLOSED, cc.CLOSED]
+            assert [c.status for c in closed.value] == [cc.CLOSED, cc.CLOSED]
             raise Boom
     assert await current(store, pid, [a.id, b.id]) == [a, replace(b, status=cc.CLOSED, version=2)]
 
@@ -513,7 +525,7 @@ def test_project_keys_share_one_cluster_slot():
     keys = [
         k.project(), k.config(), k.affiliates(), k.code_seq(), k.code("ABC1234"), k.code_uses("ABC1234"),
         k.owner_codes(User("a:{b}", "email")), k.referrals(), k.dedup("{x}:y"), k.user_events(user(1)),
-        k.idempotency("}{"), k.claim_check("cc_1"),
+        k.idempotency("}{"), k.claim_check("cc_1"), k.outbox(), k.outbox_records(),
     ]  # fmt: skip
     assert len({key_slot(key.encode()) for key in keys}) == 1
     assert len(set(keys)) == len(keys)
@@ -601,7 +613,7 @@ async def test_claim_check_update_retries_after_a_concurrent_change(redis_store,
         return cc.close(c)
 
     async with redis_store.update_claim_checks(rpid, [a.id], close_after_a_concurrent_close, None) as closed:
-        assert (closed[0].status, closed[0].version) == (cc.CLOSED, 2)
+        assert (closed.value[0].status, closed.value[0].version) == (cc.CLOSED, 2)
     assert attempts == [cc.OPEN, cc.CLOSED]
 
 
@@ -616,9 +628,13 @@ def reply_lost(apply):
 async def test_a_change_whose_reply_is_lost_is_undone(redis_store, rpid, monkeypatch):
     [code] = await create_codes(redis_store, rpid, user(1), 1, 1)
     scripts = redis_store._scripts
-    lossy = replace(scripts, use_code=reply_lost(scripts.use_code), claim_batch=reply_lost(scripts.claim_batch))
+    lossy = replace(
+        scripts,
+        use_code=reply_lost(scripts.use_code),
+        claim_batch=reply_lost(scripts.claim_batch),
+        create_affiliate=reply_lost(scripts.create_affiliate),
+    )
     monkeypatch.setattr(redis_store, "_scripts", lossy)
-    monkeypatch.setattr(redis_store._redis, "hsetnx", reply_lost(redis_store._redis.hsetnx))
     with pytest.raises(RedisConnectionError):
         async with redis_store.use_code(rpid, code, user(2), {}):
             pass
@@ -632,6 +648,7 @@ async def test_a_change_whose_reply_is_lost_is_undone(redis_store, rpid, monkeyp
     assert (record.current_uses, record.used_by, await redis_store.referral_of(rpid, user(2))) == (0, [], None)
     assert (await ingest(redis_store, rpid, *batch("l-1"), ("key-l", "hash-a"))).fresh == [0]
     assert await redis_store.get_affiliate(rpid, user(1)) is None
+    assert await redis_store._redis.zcard(ProjectKeys(rpid).outbox()) == 0  # the undo took the entries too
 
 
 async def test_processed_while_pending_stays_processed(redis_store, rpid):

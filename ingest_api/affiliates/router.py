@@ -14,7 +14,6 @@ from rewards.domain.timestamps import now_ms
 from rewards.errors import ApiError, bad_request, validation_messages
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Affiliate, Principal
-from schemas.records import AffiliateRecord, dump_records
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -60,25 +59,9 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
     )
     backends = backends_of(request)
     async with state.create_affiliate(principal.project_id, affiliate) as created:
-        if not created:
+        if not created.value:
             raise ApiError(409, "Affiliate already exists")
-        await backends.log.publish(principal.project_id, dump_records([_record(principal.project_id, affiliate)]))
+        await backends.log.publish(principal.project_id, created.payload)
     codes = (await state.codes_of(principal.project_id, [user])).get(user, [])
     figures = await all_time_figures(backends.warehouse, principal.project_id, user)
     return JSONResponse(affiliate_json(affiliate, config, codes, figures), status_code=201)
-
-
-def _record(project_id: str, affiliate: Affiliate) -> AffiliateRecord:
-    return AffiliateRecord(
-        project_id=project_id,
-        id=affiliate.id,
-        user_identifier=affiliate.user.identifier,
-        user_identifier_type=affiliate.user.identifier_type,
-        name=affiliate.name,
-        status=affiliate.status,
-        region=affiliate.region,
-        audience=affiliate.audience,
-        tax_status=affiliate.tax_status,
-        tier=affiliate.tier,
-        created_at_ms=affiliate.created_at_ms,
-    )

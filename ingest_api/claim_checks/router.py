@@ -1,8 +1,8 @@
 """POST /claim-checks/close and /claim-checks/claims (API.md §5): the writes of the claim check life cycle.
 
-The state store changes the checks atomically (all listed ids or none); the new states are then
-published so the workers bring the warehouse's read model up to date. A retry publishes the
-current states again, which also repairs a publication lost to a crash after the state change.
+The state store changes the checks atomically (all listed ids or none), with the records of their new
+states, which are then published so the workers bring the warehouse's read model up to date (the
+production store relays them itself if this process dies first). A retry publishes the current states again.
 """
 
 from functools import partial
@@ -16,7 +16,6 @@ from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.errors import bad_request, validation_messages
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
-from schemas.records import dump_records
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 
@@ -56,9 +55,9 @@ def _parse(model: type[BaseModel], body: bytes):
 async def _update(request: Request, project_id: str, ids: list[str], change, owner=None) -> list:
     backends = backends_of(request)
     ids = list(dict.fromkeys(ids))  # an id listed twice is one check
-    async with backends.state.update_claim_checks(project_id, ids, change, owner) as checks:
-        await backends.log.publish(project_id, dump_records([claim_checks.to_record(project_id, c) for c in checks]))
-    return checks
+    async with backends.state.update_claim_checks(project_id, ids, change, owner) as changed:
+        await backends.log.publish(project_id, changed.payload)
+    return changed.value
 
 
 CHANGE_RESPONSES = {

@@ -10,7 +10,6 @@ from rewards.domain.timestamps import format_timestamp
 from rewards.errors import bad_request, not_found, validation_messages
 from rewards.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
-from schemas.records import CodesCreatedRecord, dump_records
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 
@@ -39,16 +38,9 @@ async def create_codes(
     fields: CreateCodes = await _fields(request, CreateCodes)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
-    async with backends.state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses) as records:
-        created = CodesCreatedRecord(
-            project_id=principal.project_id,
-            codes=[r.code for r in records],
-            owner_identifier=owner.identifier,
-            owner_identifier_type=owner.identifier_type,
-            created_at_ms=records[0].created_at_ms,
-        )
-        await backends.log.publish(principal.project_id, dump_records([created]))
-    return JSONResponse([code_json(r) for r in records], status_code=201)
+    async with backends.state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses) as created:
+        await backends.log.publish(principal.project_id, created.payload)
+    return JSONResponse([code_json(r) for r in created.value], status_code=201)
 
 
 @router.get("", responses={404: {"description": "No referral codes found for this user"}})
@@ -120,6 +112,7 @@ async def use_code(request: Request, code: str, principal: Principal = Depends(g
     fields: UseCode = await _fields(request, UseCode)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
-    async with backends.state.use_code(principal.project_id, code, user, fields.proof()) as (record, use):
-        await backends.log.publish(principal.project_id, dump_records([use]))
+    async with backends.state.use_code(principal.project_id, code, user, fields.proof()) as used:
+        await backends.log.publish(principal.project_id, used.payload)
+    record, _ = used.value
     return code_json(record)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 
 from rewards import keys
+from rewards.affiliates import affiliate_record, codes_created_record
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
@@ -15,8 +16,8 @@ from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesB
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
 from rewards.errors import conflict
-from rewards.ports import Affiliate, IngestClaim, Principal, Referral
-from schemas.records import ClaimCheckRecord, CodeUseRecord
+from rewards.ports import Affiliate, Change, IngestClaim, Principal, Referral
+from schemas.records import ClaimCheckRecord, CodeUseRecord, dump_records
 
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 # dedup.processed: 0 accepted, 1 processed, 2 failed (set aside by the workers as a dead letter)
@@ -127,7 +128,8 @@ class SqliteStateStore:
                      a.audience, a.tax_status, a.tier, a.created_at_ms),
                 )
             )  # fmt: skip
-            yield cursor.rowcount == 1
+            created = cursor.rowcount == 1
+            yield Change(created, dump_records([affiliate_record(project_id, a)]) if created else None)
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
         return (await self.affiliates_among(project_id, [user])).get(user)
@@ -169,7 +171,8 @@ class SqliteStateStore:
 
         async with self._db.transaction():
             codes = await self._db.run(insert)
-            yield [CodeRecord(code, owner, created, max_uses, 0, []) for code in codes]
+            records = [CodeRecord(code, owner, created, max_uses, 0, []) for code in codes]
+            yield Change(records, dump_records([codes_created_record(project_id, owner, records)]))
 
     async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
         def read(c: sqlite3.Connection):
@@ -243,11 +246,13 @@ class SqliteStateStore:
                 project_id=project_id, use_id=use_id, code=code,
                 owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
                 user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
+                max_uses=record.max_uses,
             )  # fmt: skip
             return self._read_code(c, project_id, code), event
 
         async with self._db.transaction():
-            yield await self._db.run(use)
+            record, event = await self._db.run(use)
+            yield Change((record, event), dump_records([event]))
 
     async def referral_of(self, project_id: str, user: User) -> Referral | None:
         row = await self._db.run(
@@ -460,7 +465,8 @@ class SqliteStateStore:
             return changed
 
         async with self._db.transaction():
-            yield await self._db.run(update)
+            changed = await self._db.run(update)
+            yield Change(changed, dump_records([to_record(project_id, c) for c in changed]) if changed else None)
 
     @staticmethod
     def _claim_check(c: sqlite3.Connection, project_id: str, check_id: str, owner: User | None) -> ClaimCheck:

@@ -7,7 +7,9 @@ publish that fails is aborted (or, if the producer is lost, never committed and 
 after `TRANSACTION_TIMEOUT_MS`) and raises, and the caller's state-store block then undoes its claims
 (the HTTP layer answers 503). A publish whose commit reached the broker but whose answer did not
 raises too; the client's retry then publishes the records again, and the workers drop the repeat
-(`StateStore.processed_among`).
+(`StateStore.processed_among`). `PublishFailed.maybe_published` tells the two apart: False when the
+records surely were not published, True when they may have been (the Redis state store then keeps its
+change and lets its outbox relay publish it, rather than undo a change the warehouse may learn of).
 
 Group commit: an aiokafka producer runs one transaction at a time, so each process keeps `pool_size`
 of them (each with its own transactional id), and each takes, when it is free, every publish waiting
@@ -17,10 +19,12 @@ the broker, whatever it carries); alone, a publish waits for nobody. A failed tr
 publish in it, each answered 503 with its claims undone: all or none still holds for every batch.
 
 Every wait is bounded: a dead broker makes `publish` raise within `PUBLISH_TIMEOUT_S` instead of
-hanging; a publish given up before a producer took it is never sent. A producer whose state is
-unknown after a failure (its abort failed or timed out) is replaced by a new one under the same
-transactional id, started on its next use: the new producer's initialisation fences the old one and
-aborts whatever transaction it left open.
+hanging; a publish given up before a producer took it is never sent. One a producer took is settled by
+that producer's own deadline (`PUBLISH_TIMEOUT_S` from the take): its caller waits for that verdict (at most
+`SETTLE_S` past it) rather than answer "maybe published" while the producer may still refuse it.
+A producer whose state is unknown after a failure (its abort failed or timed out) is replaced by a new one
+under the same transactional id, started on its next use: the new producer's initialisation fences the old
+one and aborts whatever transaction it left open.
 
 Transactional ids are stable per process slot, so that a restart fences the dead: producer n of the pool
 is `rewards-ingest-<instance>-<index>-<n>`, where `instance` is REWARDS_INGEST_INSTANCE (a pod name, a
@@ -58,6 +62,7 @@ log = structlog.get_logger(__name__)
 PUBLISH_TIMEOUT_S = 4.0  # the whole publish: borrow a producer, begin, send, commit
 ABORT_TIMEOUT_S = 1.0
 STOP_TIMEOUT_S = 2.0
+SETTLE_S = 1.0  # how long past a producer's deadline its publishes wait for its verdict
 REQUEST_TIMEOUT_MS = 3000
 TRANSACTION_TIMEOUT_MS = 10_000  # how long a lost producer's open transaction holds back read_committed readers
 MAX_GROUP = 64  # publishes per transaction at most
@@ -73,7 +78,15 @@ FENCED = Counter(
 
 class PublishFailed(LogUnavailable):
     """The records were not published (or it is unknown whether they were): the only exception `publish`
-    raises besides cancellation, a LogUnavailable as the port says (the HTTP layer answers 503)."""
+    raises besides cancellation, a LogUnavailable as the port says (the HTTP layer answers 503).
+
+    `maybe_published`: True when the failure came during or after the commit (its outcome is unknown), or
+    when the caller stopped waiting after a producer took the publish; False when the transaction surely
+    was never committed (refused before its commit, or never taken by a producer)."""
+
+    def __init__(self, message: str, *, maybe_published: bool):
+        super().__init__(message)
+        self.maybe_published = maybe_published
 
 
 class _Slot:
@@ -101,6 +114,12 @@ class _Publish:
     payload: bytes
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     given_up: bool = False  # by its caller, before a producer took it: never to be sent
+    deadline: float | None = None  # set when a producer takes it: the loop time its transaction ends by
+
+
+@dataclass
+class _Attempt:
+    committing: bool = False  # commit_transaction() was sent: whether it went through is unknown until it answers
 
 
 class KafkaEventLog:
@@ -134,11 +153,7 @@ class KafkaEventLog:
         publish = _Publish(partition_key(project_id), payload)
         self._waiting.put_nowait(publish)
         try:
-            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-                await asyncio.shield(publish.done)
-        except TimeoutError as exc:
-            publish.given_up = True
-            raise PublishFailed(f"not committed to Kafka within {PUBLISH_TIMEOUT_S} s") from exc
+            await _outcome(publish)
         except asyncio.CancelledError:
             publish.given_up = True
             raise
@@ -148,7 +163,7 @@ class KafkaEventLog:
             committer.cancel()
         await asyncio.gather(*self._committers, return_exceptions=True)
         while not self._waiting.empty():
-            _settle([self._waiting.get_nowait()], PublishFailed("the event log is closing"))
+            _settle([self._waiting.get_nowait()], PublishFailed("the event log is closing", maybe_published=False))
         producers = [slot.producer for slot in self._slots if slot.producer is not None]
         for slot in self._slots:
             slot.producer = None
@@ -165,16 +180,37 @@ class KafkaEventLog:
             group = [publish for publish in group if not publish.given_up]
             if not group:
                 continue
-            deadline = asyncio.get_running_loop().time() + PUBLISH_TIMEOUT_S
+            deadline, attempt = asyncio.get_running_loop().time() + PUBLISH_TIMEOUT_S, _Attempt()
+            for publish in group:
+                publish.deadline = deadline
             try:
-                await _publish(slot, [(publish.key, publish.payload) for publish in group], deadline)
+                await _publish(slot, [(publish.key, publish.payload) for publish in group], deadline, attempt)
             except PublishFailed as exc:
                 _settle(group, exc)
             except asyncio.CancelledError:
-                _settle(group, PublishFailed("the event log is closing"))
+                _settle(group, PublishFailed("the event log is closing", maybe_published=attempt.committing))
                 raise
             else:
                 _settle(group, None)
+
+
+async def _outcome(publish: _Publish) -> None:
+    """Wait for `publish` to be settled, or give up: at once if no producer took it by PUBLISH_TIMEOUT_S
+    (surely not published), else once its producer's deadline is past (then it may have been)."""
+    try:
+        async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+            return await asyncio.shield(publish.done)
+    except TimeoutError as exc:
+        if publish.deadline is None:
+            publish.given_up = True
+            message = f"no Kafka producer took it within {PUBLISH_TIMEOUT_S} s"
+            raise PublishFailed(message, maybe_published=False) from exc
+    try:
+        async with asyncio.timeout_at(publish.deadline + SETTLE_S):
+            return await asyncio.shield(publish.done)
+    except TimeoutError as exc:
+        publish.given_up = True
+        raise PublishFailed(f"not committed to Kafka within {PUBLISH_TIMEOUT_S} s", maybe_published=True) from exc
 
 
 def _settle(group: list[_Publish], error: Exception | None) -> None:
@@ -187,7 +223,7 @@ def _settle(group: list[_Publish], error: Exception | None) -> None:
             publish.done.set_exception(error)
 
 
-async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: float) -> None:
+async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: float, attempt: _Attempt) -> None:
     producer = None
     try:
         async with asyncio.timeout_at(deadline):
@@ -202,6 +238,7 @@ async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: f
                 # producer's sequence numbers are off, and its next transaction would fail another request.
                 slot.discard()
                 raise
+            attempt.committing = True
             await producer.commit_transaction()
     except Exception as exc:
         if producer is not None and slot.producer is producer and not _ready_for_next(producer):
@@ -216,8 +253,13 @@ async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: f
             )
             if slot.producer is producer:
                 slot.discard()
-        log.warning("kafka publish failed", transactional_id=slot.transactional_id, error=repr(exc))
-        raise PublishFailed(f"publishing to Kafka failed: {exc!r}") from exc
+        log.warning(
+            "kafka publish failed",
+            transactional_id=slot.transactional_id,
+            error=repr(exc),
+            maybe_published=attempt.committing,
+        )
+        raise PublishFailed(f"publishing to Kafka failed: {exc!r}", maybe_published=attempt.committing) from exc
     except asyncio.CancelledError:
         # Cancelled mid-transaction (e.g. the request was dropped): its state is unknown.
         slot.discard()

@@ -2,7 +2,7 @@
 
 Every key of a project starts with `rw:{<project_id>}:`: the hash tag puts all of a project's keys in
 one Redis Cluster slot, so a Lua script or a MULTI may touch any of them. API keys are looked up by
-key id alone, so they live outside any project's slot.
+key id alone, so they live outside any project's slot, as does the outbox relay's index of projects.
 
     rw:apikey:<key_id>                   hash    project_id, secret_hash (sha256 hex), scopes, created_ms, revoked_ms
     rw:{p}:project                       hash    name, created_ms, deleted_ms
@@ -20,6 +20,11 @@ key id alone, so they live outside any project's slot.
                                                  the user's last event)
     rw:{p}:idem:<Idempotency-Key>        hash    body_hash, token (while pending) or response (24 h TTL)
     rw:{p}:claim_check:<id>              string  the ClaimCheckRecord (JSON)
+    rw:{p}:outbox                        zset    outbox entry id → due time (ms): when the relay may publish it
+    rw:{p}:outbox_records                hash    outbox entry id → the message to publish (dump_records of the
+                                                 records of one state change, written by the change's script)
+    rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
+                                                 outbox the relay reads (rewards.production.outbox_relay)
 
 <user> is `<identifier_type>:<identifier>`; identifier types never contain a colon.
 """
@@ -42,6 +47,10 @@ def parse_user_field(field: str) -> User:
 
 def api_key(key_id: str) -> str:
     return f"{PREFIX}:apikey:{key_id}"
+
+
+def outbox_projects() -> str:
+    return f"{PREFIX}:outbox_projects"
 
 
 @dataclass(frozen=True)
@@ -86,3 +95,9 @@ class ProjectKeys:
 
     def claim_check(self, check_id: str) -> str:
         return self._key("claim_check", check_id)
+
+    def outbox(self) -> str:
+        return self._key("outbox")
+
+    def outbox_records(self) -> str:
+        return self._key("outbox_records")

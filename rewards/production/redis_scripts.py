@@ -2,6 +2,11 @@
 
 They only guard and apply; the domain rules stay in Python (rewards.domain), which reads first and
 decides, and a script re-checks whatever a concurrent request could have changed in between.
+
+A state change the warehouse must learn of writes, in the same script, an entry of the project's outbox: the
+message to publish (rewards.production.redis_state), relayed by rewards.production.outbox_relay if its request
+does not publish it. Its undo removes the change and the entry together, and only while the entry is still its
+request's (the relay has neither leased nor published it).
 """
 
 from dataclasses import dataclass
@@ -26,40 +31,101 @@ local function chain(referrals, start, depth)
 end
 """
 
+_NOW = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# The outbox entry of a change: KEYS[1] the outbox (zset), KEYS[2] its records (hash); ARGV[1] the entry id,
+# ARGV[2] its due time (ms) as its request wrote it. A change script also gets ARGV[3] the message and ARGV[4]
+# the time (ms, Redis time) past which it must not write: its touch of the relay's index would be too old
+# (rewards.production.outbox_relay: an entry is never written for a project the relay may have forgotten).
+_OUTBOX = (
+    _NOW
+    + """
+local function outbox_stale() return now_ms() > tonumber(ARGV[4]) end
+local function outbox_add()
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+end
+-- Still its request's: not leased by the relay (which moves its due time), relayed, or made due at once.
+local function outbox_own()
+  local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  return due ~= false and due ~= nil and tonumber(due) == tonumber(ARGV[2])
+end
+local function outbox_remove()
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+"""
+)
+
 DELETE_PROJECT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'deleted_ms', ARGV[1])
 """
 
-HDEL_IF_EQUAL = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
-return 0
+# KEYS: outbox, outbox_records, affiliates; ARGV: the entry (4), user, affiliate (JSON).
+# Returns 'created', 'exists' (nothing written) or 'stale'.
+CREATE_AFFILIATE = (
+    _OUTBOX
+    + """
+if outbox_stale() then return 'stale' end
+if redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6]) == 0 then return 'exists' end
+outbox_add()
+return 'created'
 """
+)
 
-# KEYS: code_seq, owner_codes, code hash of each candidate; ARGV: owner, created_ms, max_uses ('' = none),
-# then the candidates. Returns the candidates created (a code taken already is left out).
-CREATE_CODES = """
-local created = {}
-for i = 3, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 0 then
-    local code, seq = ARGV[i + 1], redis.call('INCR', KEYS[1])
-    redis.call('HSET', KEYS[i], 'owner', ARGV[1], 'created_ms', ARGV[2], 'current_uses', 0, 'seq', seq)
-    if ARGV[3] ~= '' then redis.call('HSET', KEYS[i], 'max_uses', ARGV[3]) end
-    redis.call('ZADD', KEYS[2], seq, code)
-    created[#created + 1] = code
-  end
-end
-return created
-"""
-
-# KEYS: owner_codes, then the code hashes; ARGV: the codes.
-DELETE_CODES = """
-for i = 2, #KEYS do
-  redis.call('DEL', KEYS[i])
-  redis.call('ZREM', KEYS[1], ARGV[i - 1])
-end
+# KEYS: outbox, outbox_records, affiliates; ARGV: entry id, due, user, affiliate (JSON).
+UNDO_AFFILIATE = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+if redis.call('HGET', KEYS[3], ARGV[3]) == ARGV[4] then redis.call('HDEL', KEYS[3], ARGV[3]) end
+outbox_remove()
 return 1
 """
+)
+
+# KEYS: outbox, outbox_records, code_seq, owner_codes, the code hash of each candidate; ARGV: the entry (4),
+# owner, created_ms, max_uses ('' = none), then the candidates (distinct). All or none: returns {'created'},
+# {'taken', the candidates that exist already} (nothing written) or {'stale'}.
+CREATE_CODES = (
+    _OUTBOX
+    + """
+if outbox_stale() then return {'stale'} end
+local taken = {'taken'}
+for i = 5, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then taken[#taken + 1] = ARGV[i + 3] end
+end
+if #taken > 1 then return taken end
+for i = 5, #KEYS do
+  local seq = redis.call('INCR', KEYS[3])
+  redis.call('HSET', KEYS[i], 'owner', ARGV[5], 'created_ms', ARGV[6], 'current_uses', 0, 'seq', seq)
+  if ARGV[7] ~= '' then redis.call('HSET', KEYS[i], 'max_uses', ARGV[7]) end
+  redis.call('ZADD', KEYS[4], seq, ARGV[i + 3])
+end
+outbox_add()
+return {'created'}
+"""
+)
+
+# KEYS: outbox, outbox_records, owner_codes, then the code hashes; ARGV: entry id, due, then the codes.
+UNDO_CODES = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+for i = 4, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('ZREM', KEYS[3], ARGV[i - 1])
+end
+outbox_remove()
+return 1
+"""
+)
 
 # KEYS: referrals; ARGV: depth, then the users. Returns one chain per user.
 REFERRER_CHAINS = (
@@ -73,31 +139,41 @@ return chains
 """
 )
 
-# KEYS: code, code_uses, referrals; ARGV: user, use (JSON), referral edge (JSON), chain limit, used_by limit.
-# Re-checks what may have changed since Python applied check_use; 'changed' sends Python back to re-read.
+# KEYS: outbox, outbox_records, code, code_uses, referrals; ARGV: the entry (4), user, use (JSON), referral edge
+# (JSON), the code's owner as Python read it, chain limit, used_by limit, its max_uses as Python read it ('' for
+# none: the published use carries it). Re-checks what may have changed since Python applied check_use; 'changed'
+# sends Python back to re-read (and 'stale' to touch the index again).
 USE_CODE = (
     _CHAIN
+    + _OUTBOX
     + """
-local code = redis.call('HMGET', KEYS[1], 'owner', 'max_uses', 'current_uses')
-if not code[1] then return {'changed'} end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {'changed'} end
-local _, above_owner = chain(KEYS[3], code[1], tonumber(ARGV[4]))
-if above_owner[ARGV[1]] then return {'changed'} end
+if outbox_stale() then return {'stale'} end
+local code = redis.call('HMGET', KEYS[3], 'owner', 'max_uses', 'current_uses')
+if code[1] ~= ARGV[8] or (code[2] or '') ~= ARGV[11] then return {'changed'} end
+if redis.call('HEXISTS', KEYS[5], ARGV[5]) == 1 then return {'changed'} end
+local _, above_owner = chain(KEYS[5], code[1], tonumber(ARGV[9]))
+if above_owner[ARGV[5]] then return {'changed'} end
 if code[2] and tonumber(code[3]) >= tonumber(code[2]) then return {'changed'} end
-redis.call('HINCRBY', KEYS[1], 'current_uses', 1)
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
-return {'used', redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], -tonumber(ARGV[5]), -1)}
+redis.call('HINCRBY', KEYS[3], 'current_uses', 1)
+redis.call('RPUSH', KEYS[4], ARGV[6])
+redis.call('HSET', KEYS[5], ARGV[5], ARGV[7])
+outbox_add()
+return {'used', redis.call('HGETALL', KEYS[3]), redis.call('LRANGE', KEYS[4], -tonumber(ARGV[10]), -1)}
 """
 )
 
-# KEYS: code, code_uses, referrals; ARGV: the use (JSON), user, use id. Safe whether or not the use was made.
-UNDO_USE = """
-if redis.call('LREM', KEYS[2], -1, ARGV[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'current_uses', -1) end
-local edge = redis.call('HGET', KEYS[3], ARGV[2])
-if edge and cjson.decode(edge).use == ARGV[3] then redis.call('HDEL', KEYS[3], ARGV[2]) end
+# KEYS: outbox, outbox_records, code, code_uses, referrals; ARGV: entry id, due, the use (JSON), user, use id.
+UNDO_USE = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+if redis.call('LREM', KEYS[4], -1, ARGV[3]) == 1 then redis.call('HINCRBY', KEYS[3], 'current_uses', -1) end
+local edge = redis.call('HGET', KEYS[5], ARGV[4])
+if edge and cjson.decode(edge).use == ARGV[5] then redis.call('HDEL', KEYS[5], ARGV[4]) end
+outbox_remove()
 return 1
 """
+)
 
 # KEYS: the idempotency hash, then the dedup key of each event; ARGV: token, pending TTL (ms),
 # '1' when an Idempotency-Key is given, its body hash.
@@ -195,21 +271,110 @@ end
 return 1
 """
 
-# KEYS: string keys; ARGV: for each key, the value written and the value to put back.
-RESTORE_IF_EQUAL = """
-for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[2 * i - 1] then redis.call('SET', KEYS[i], ARGV[2 * i]) end
+# KEYS: outbox, outbox_records, the claim check keys; ARGV: the entry (4), then for each check the value read
+# and the value to write. All or none: returns 'updated', 'changed' (a check changed since it was read: nothing
+# written) or 'stale'.
+UPDATE_CLAIM_CHECKS = (
+    _OUTBOX
+    + """
+if outbox_stale() then return 'stale' end
+for i = 3, #KEYS do
+  if redis.call('GET', KEYS[i]) ~= ARGV[2 * i - 1] then return 'changed' end
 end
+for i = 3, #KEYS do redis.call('SET', KEYS[i], ARGV[2 * i]) end
+outbox_add()
+return 'updated'
+"""
+)
+
+# KEYS: outbox, outbox_records, the claim check keys; ARGV: entry id, due, then for each check the value
+# written and the value to put back (only where no later update replaced ours).
+UNDO_CLAIM_CHECKS = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+for i = 3, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[2 * i - 3] then redis.call('SET', KEYS[i], ARGV[2 * i - 2]) end
+end
+outbox_remove()
 return 1
+"""
+)
+
+# KEYS: outbox, outbox_records; ARGV: entry id, due. A failed publish that may have gone through: the change
+# stands, and its entry, if still its request's, is due at once (the relay publishes it; a repeat is dropped).
+OUTBOX_DUE_NOW = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+return redis.call('ZADD', KEYS[1], 'XX', 'CH', 0, ARGV[1])
+"""
+)
+
+# KEYS: outbox, outbox_records; ARGV: the entry ids (at least one). Published: forgotten.
+OUTBOX_DELETE = """
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV))
+return 1
+"""
+
+# KEYS: outbox, outbox_records; ARGV: how many entries at most, the lease (ms). Takes the entries due (oldest
+# first) and makes them due again after the lease: a relay that dies with them leaves them to another.
+# Returns {entries in the outbox, entries due, then id and message of each entry taken}.
+OUTBOX_LEASE = (
+    _NOW
+    + """
+local now = now_ms()
+local due = redis.call('ZCOUNT', KEYS[1], '-inf', now)
+local taken = {redis.call('ZCARD', KEYS[1]), due}
+if due == 0 then return taken end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))) do
+  local message = redis.call('HGET', KEYS[2], id)
+  if message then
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), id)
+    taken[#taken + 1] = id
+    taken[#taken + 1] = message
+  else
+    redis.call('ZREM', KEYS[1], id)  -- never written alone: dropped rather than leased forever
+  end
+end
+return taken
+"""
+)
+
+# KEYS: the relay's index (rw:outbox_projects); ARGV: project id. Returns the time of the touch (ms, Redis time).
+OUTBOX_TOUCH = (
+    _NOW
+    + """
+local now = now_ms()
+redis.call('ZADD', KEYS[1], 'GT', now, ARGV[1])
+return now
+"""
+)
+
+# KEYS: the relay's index. Returns {now (ms, Redis time), {project, last touched, ...}}.
+OUTBOX_INDEX = (
+    _NOW
+    + """
+return {now_ms(), redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}
+"""
+)
+
+# KEYS: the relay's index; ARGV: project id, its last touch as read. Removes it only if not touched since.
+OUTBOX_FORGET_PROJECT = """
+local touched = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if touched and tonumber(touched) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
 """
 
 
 @dataclass(frozen=True)
 class Scripts:
     delete_project: AsyncScript
-    hdel_if_equal: AsyncScript
+    create_affiliate: AsyncScript
+    undo_affiliate: AsyncScript
     create_codes: AsyncScript
-    delete_codes: AsyncScript
+    undo_codes: AsyncScript
     referrer_chains: AsyncScript
     use_code: AsyncScript
     undo_use: AsyncScript
@@ -218,15 +383,23 @@ class Scripts:
     abort_batch: AsyncScript
     mark_processed: AsyncScript
     release_claims: AsyncScript
-    restore_if_equal: AsyncScript
+    update_claim_checks: AsyncScript
+    undo_claim_checks: AsyncScript
+    outbox_due_now: AsyncScript
+    outbox_delete: AsyncScript
+    outbox_lease: AsyncScript
+    outbox_touch: AsyncScript
+    outbox_index: AsyncScript
+    outbox_forget_project: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> "Scripts":
         sources = {
             "delete_project": DELETE_PROJECT,
-            "hdel_if_equal": HDEL_IF_EQUAL,
+            "create_affiliate": CREATE_AFFILIATE,
+            "undo_affiliate": UNDO_AFFILIATE,
             "create_codes": CREATE_CODES,
-            "delete_codes": DELETE_CODES,
+            "undo_codes": UNDO_CODES,
             "referrer_chains": REFERRER_CHAINS,
             "use_code": USE_CODE,
             "undo_use": UNDO_USE,
@@ -235,6 +408,13 @@ class Scripts:
             "abort_batch": ABORT_BATCH,
             "mark_processed": MARK_PROCESSED,
             "release_claims": RELEASE_CLAIMS,
-            "restore_if_equal": RESTORE_IF_EQUAL,
+            "update_claim_checks": UPDATE_CLAIM_CHECKS,
+            "undo_claim_checks": UNDO_CLAIM_CHECKS,
+            "outbox_due_now": OUTBOX_DUE_NOW,
+            "outbox_delete": OUTBOX_DELETE,
+            "outbox_lease": OUTBOX_LEASE,
+            "outbox_touch": OUTBOX_TOUCH,
+            "outbox_index": OUTBOX_INDEX,
+            "outbox_forget_project": OUTBOX_FORGET_PROJECT,
         }
         return cls(**{name: redis.register_script(source) for name, source in sources.items()})

@@ -15,8 +15,18 @@ change on entry and undoes it if the block raises; until the undo, concurrent re
   overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
 
 A change whose reply is lost (connection reset, timeout, cancellation) may or may not have been made:
-use_code, create_affiliate and the batch claim then run the same undo, which matches exactly what
-this request would have written, so it is safe either way. The client never retries a command itself.
+each change (and the batch claim) then runs the same undo, which matches exactly what this request
+would have written, so it is safe either way. The client never retries a command itself.
+
+The four changes the warehouse must learn of (all but ingest) are written by one Lua script each, together
+with an entry of the project's outbox holding the message the block publishes (`Change.payload`): a process
+killed between the change and its publish leaves the entry, which the outbox relay publishes once due
+(OUTBOX_DUE_S later; rewards.production.outbox_relay), so Redis and the warehouse never disagree for good.
+The block's success deletes the entry. Its failure undoes the change and the entry together, unless the
+entry is no longer the request's own (the relay leased or published it: the change stands), or the publish
+may have gone through (a cancellation, or `maybe_published` on the log's exception): then the change stands
+and the entry is made due at once. A change that stands is a success: the block's exception is swallowed (a
+cancellation goes on), so the request answers what it changed, and a repeat on the log is dropped downstream.
 
 Key layout: rewards.production.redis_keys; the Lua scripts: rewards.production.redis_scripts.
 """
@@ -27,6 +37,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import structlog
@@ -38,6 +49,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
 from rewards import keys
+from rewards.affiliates import affiliate_record, codes_created_record
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
@@ -45,12 +57,12 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
 from rewards.domain.timestamps import now_ms
 from rewards.errors import conflict
-from rewards.ports import Affiliate, DedupArchive, IngestClaim, Principal, Referral
+from rewards.ports import Affiliate, Change, DedupArchive, IngestClaim, Principal, Referral
 from rewards.production import redis_keys
 from rewards.production.redis_keys import ProjectKeys, parse_user_field, user_field
 from rewards.production.redis_scripts import Scripts
 from rewards.settings import Settings
-from schemas.records import ClaimCheckRecord, CodeUseRecord
+from schemas.records import ClaimCheckRecord, CodeUseRecord, dump_records
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -61,6 +73,8 @@ USED_BY_LIMIT = 1000  # a code record shows its latest uses only; current_uses s
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 _KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
 _ATTEMPTS = 20  # optimistic retries (WATCH, or a use_code re-check) before giving up
+OUTBOX_DUE_S = 30  # an outbox entry is its request's this long (> a publish's longest wait), then the relay's
+OUTBOX_TOUCH_FRESH_S = 20  # a change is written within this long of its touch of the relay's index (outbox_relay)
 
 
 class BatchInFlight(Exception):
@@ -95,11 +109,35 @@ async def _applied(apply: Awaitable[_T], undo: Callable[[], Awaitable[Any]]) -> 
         raise
 
 
-async def _try_undo(undo: Callable[[], Awaitable[Any]]) -> None:
+async def _try_undo(undo: Callable[[], Awaitable[Any]]) -> Any:
     try:
-        await undo()
+        return await undo()
     except Exception:
         log.exception("state_undo_failed")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """An outbox entry: the message of one change, its request's to publish until `due_ms`, then the relay's."""
+
+    id: str
+    due_ms: int
+    payload: bytes = b""
+
+
+def _new_entry(entry_id: str | None = None) -> _Entry:
+    return _Entry(entry_id or uuid.uuid4().hex, now_ms() + _ms(OUTBOX_DUE_S))
+
+
+def _stale(result: Any) -> bool:
+    """The change script refused: its touch of the relay's index was too old (see OUTBOX_TOUCH_FRESH_S)."""
+    return result == "stale" or (isinstance(result, list) and result[:1] == ["stale"])
+
+
+def _maybe_published(exc: BaseException) -> bool:
+    """Whether the block may have published before failing with `exc`: cancelled (perhaps mid-publish), or a
+    publish whose outcome the log cannot tell (kafka_log.PublishFailed.maybe_published)."""
+    return isinstance(exc, asyncio.CancelledError) or getattr(exc, "maybe_published", False) is True
 
 
 def _json(value: Any) -> str:
@@ -198,15 +236,14 @@ class RedisStateStore:
     async def create_affiliate(self, project_id: str, affiliate: Affiliate):
         k, user = ProjectKeys(project_id), user_field(affiliate.user)
         document = _affiliate_json(affiliate)
-
-        def undo():
-            return self._scripts.hdel_if_equal(keys=[k.affiliates()], args=[user, document])
-
-        if await _applied(self._redis.hsetnx(k.affiliates(), user, document), undo) == 0:
-            yield False
+        entry = replace(_new_entry(), payload=dump_records([affiliate_record(project_id, affiliate)]))
+        undo = self._outbox_undo(k, entry, self._scripts.undo_affiliate, [k.affiliates()], [user, document])
+        writing = (self._scripts.create_affiliate, [k.affiliates()], [user, document])
+        if await self._outbox_write(k, entry, *writing, undo) == "exists":
+            yield Change(False, None)
             return
-        async with _undo_on_raise(undo):
-            yield True
+        async with self._published(k, entry, undo, True) as change:
+            yield change
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
         return (await self.affiliates_among(project_id, [user])).get(user)
@@ -222,20 +259,22 @@ class RedisStateStore:
 
     @asynccontextmanager
     async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None):
-        k, created_ms = ProjectKeys(project_id), now_ms()
-        codes: list[str] = []
-        async with _undo_on_raise(lambda: self._delete_codes(k, owner, codes)):
-            while len(codes) < quantity:  # a candidate colliding with an existing code is simply drawn again
-                candidates = [generate_code() for _ in range(quantity - len(codes))]
-                codes += await self._scripts.create_codes(
-                    keys=[k.code_seq(), k.owner_codes(owner), *(k.code(c) for c in candidates)],
-                    args=[user_field(owner), created_ms, "" if max_uses is None else max_uses, *candidates],
-                )
-            yield [CodeRecord(code, owner, created_ms, max_uses, 0, []) for code in codes]
-
-    async def _delete_codes(self, k: ProjectKeys, owner: User, codes: list[str]) -> None:
-        if codes:
-            await self._scripts.delete_codes(keys=[k.owner_codes(owner), *(k.code(c) for c in codes)], args=codes)
+        k, created_ms, codes = ProjectKeys(project_id), now_ms(), _draw_codes(quantity)
+        for _ in range(_ATTEMPTS):  # all or none: candidates colliding with existing codes are drawn again
+            records = [CodeRecord(code, owner, created_ms, max_uses, 0, []) for code in codes]
+            entry = replace(_new_entry(), payload=dump_records([codes_created_record(project_id, owner, records)]))
+            code_keys = [k.code(c) for c in codes]
+            undo = self._outbox_undo(k, entry, self._scripts.undo_codes, [k.owner_codes(owner), *code_keys], codes)
+            args = [user_field(owner), created_ms, "" if max_uses is None else max_uses, *codes]
+            writing = (self._scripts.create_codes, [k.code_seq(), k.owner_codes(owner), *code_keys], args)
+            result = await self._outbox_write(k, entry, *writing, undo)
+            if result[0] == "created":
+                break
+            codes = _draw_codes(quantity, [c for c in codes if c not in result[1:]])
+        else:
+            raise StateChanging(f"referral codes kept colliding with existing ones ({k.project_id})")
+        async with self._published(k, entry, undo, records) as change:
+            yield change
 
     async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
         k = ProjectKeys(project_id)
@@ -285,38 +324,31 @@ class RedisStateStore:
         k, code, used_at = ProjectKeys(project_id), normalize_code(code), now_ms()
         use_id = uuid.uuid4().hex
         use = _json({"use_id": use_id, "user": user_field(user), "at": used_at, "proof": proof})
-
-        def undo():
-            return self._scripts.undo_use(
-                keys=[k.code(code), k.code_uses(code), k.referrals()], args=[use, user_field(user), use_id]
-            )
-
-        record = await self._apply_use(k, code, user, (use_id, use, used_at), undo)
-        event = CodeUseRecord(
-            project_id=project_id, use_id=use_id, code=code,
-            owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
-            user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
-        )  # fmt: skip
-        async with _undo_on_raise(undo):
-            yield record, event
+        entry = _new_entry(use_id)
+        use_keys = [k.code(code), k.code_uses(code), k.referrals()]
+        undo = self._outbox_undo(k, entry, self._scripts.undo_use, use_keys, [use, user_field(user), use_id])
+        record, event, entry = await self._apply_use(k, code, user, (use, used_at), entry, undo)
+        async with self._published(k, entry, undo, (record, event)) as change:
+            yield change
 
     async def _apply_use(
-        self, k: ProjectKeys, code: str, user: User, use: tuple[str, str, int], undo: Callable[[], Awaitable[Any]]
-    ) -> CodeRecord:
+        self, k: ProjectKeys, code: str, user: User, use: tuple[str, int], entry: _Entry, undo: Callable
+    ) -> tuple[CodeRecord, CodeUseRecord, _Entry]:
         """Check the use in Python, then apply it with a script that re-checks what may have changed since."""
-        use_id, use_json, used_at = use
+        use_json, used_at = use
         for _ in range(_ATTEMPTS):
             record, referrer = await self._use_snapshot(k, code, user)
             chains = await self.referrer_chains(k.project_id, [record.owner], _CHAIN_LIMIT)
             check_use(record, user, referrer, chains[record.owner])
-            edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": use_id})
-            applying = self._scripts.use_code(
-                keys=[k.code(code), k.code_uses(code), k.referrals()],
-                args=[user_field(user), use_json, edge, _CHAIN_LIMIT, USED_BY_LIMIT],
-            )
-            result = await _applied(applying, undo)
+            event = _code_use_record(k.project_id, entry.id, record, user, used_at)
+            entry = replace(entry, payload=dump_records([event]))
+            edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": entry.id})
+            max_uses = "" if record.max_uses is None else str(record.max_uses)
+            args = [user_field(user), use_json, edge, user_field(record.owner), _CHAIN_LIMIT, USED_BY_LIMIT, max_uses]
+            writing = (self._scripts.use_code, [k.code(code), k.code_uses(code), k.referrals()], args)
+            result = await self._outbox_write(k, entry, *writing, undo)
             if result[0] == "used":
-                return _code_record(code, _pairs(result[1]), result[2])
+                return _code_record(code, _pairs(result[1]), result[2]), event, entry
         raise StateChanging(f"referral code {code} kept changing while being used")
 
     async def _use_snapshot(self, k: ProjectKeys, code: str, user: User) -> tuple[CodeRecord, User | None]:
@@ -487,23 +519,71 @@ class RedisStateStore:
     ):
         k = ProjectKeys(project_id)
         check_keys = [k.claim_check(check_id) for check_id in ids]
-
-        async def update(pipe) -> tuple[list[str], list[str], list[ClaimCheck]]:
-            before = await pipe.mget(check_keys)
-            changed = [change(_owned_check(raw, i, owner)) for raw, i in zip(before, ids, strict=True)]
-            after = [to_record(project_id, check).model_dump_json() for check in changed]
-            pipe.multi()
-            pipe.mset(dict(zip(check_keys, after, strict=True)))
-            await pipe.execute()
-            return before, after, changed
-
         if not check_keys:
-            yield []
+            yield Change([], None)
             return
-        before, after, changed = await self._optimistic(check_keys, update)
-        swaps = [value for pair in zip(after, before, strict=True) for value in pair]
-        async with _undo_on_raise(lambda: self._scripts.restore_if_equal(keys=check_keys, args=swaps)):
-            yield changed
+        for _ in range(_ATTEMPTS):  # written only if no check changed since read (else read again)
+            before = await self._redis.mget(check_keys)
+            changed = [change(_owned_check(raw, i, owner)) for raw, i in zip(before, ids, strict=True)]
+            records = [to_record(project_id, check) for check in changed]
+            after = [record.model_dump_json() for record in records]
+            entry = replace(_new_entry(), payload=dump_records(records))
+            swaps = [value for pair in zip(after, before, strict=True) for value in pair]
+            undo = self._outbox_undo(k, entry, self._scripts.undo_claim_checks, check_keys, swaps)
+            pairs = [value for pair in zip(before, after, strict=True) for value in pair]
+            writing = (self._scripts.update_claim_checks, check_keys, pairs)
+            if await self._outbox_write(k, entry, *writing, undo) == "updated":
+                break
+        else:
+            raise StateChanging(f"{check_keys[0]} kept changing")
+        async with self._published(k, entry, undo, changed) as published:
+            yield published
+
+    # -- the outbox of the changes above (rewards.production.outbox_relay publishes what their requests did not) --
+
+    async def _outbox_write(
+        self, k: ProjectKeys, entry: _Entry, script, keys: list[str], args: list, undo: Callable
+    ) -> Any:
+        """Run `script`, a change that writes `entry` with it, after touching the relay's index (so the relay
+        reads this project's outbox); touched again if the script found the touch too old (a long stall)."""
+        for _ in range(_ATTEMPTS):
+            touched = await self._scripts.outbox_touch(keys=[redis_keys.outbox_projects()], args=[k.project_id])
+            entry_args = [entry.id, entry.due_ms, entry.payload, int(touched) + _ms(OUTBOX_TOUCH_FRESH_S)]
+            applying = script(keys=[k.outbox(), k.outbox_records(), *keys], args=[*entry_args, *args])
+            result = await _applied(applying, undo)
+            if not _stale(result):
+                return result
+        raise StateChanging(f"the outbox of project {k.project_id} kept going stale")
+
+    @staticmethod
+    def _outbox_undo(k: ProjectKeys, entry: _Entry, script, keys: list[str], args: list) -> Callable:
+        """The undo of a change: removes it and its entry, if the entry is still the request's own."""
+        return lambda: script(keys=[k.outbox(), k.outbox_records(), *keys], args=[entry.id, entry.due_ms, *args])
+
+    @asynccontextmanager
+    async def _published(self, k: ProjectKeys, entry: _Entry, undo: Callable, value: Any):
+        """The block publishes the entry's message: then the entry goes. If it raises, `undo`, unless it may have
+        published: then the change stands and the relay publishes its entry at once. A change that stands (this
+        way, or because the relay leased its entry first) is a success: the block's LogUnavailable is swallowed,
+        so the request answers what it changed rather than a 503 whose retry would find the change made."""
+        try:
+            yield Change(value, entry.payload)
+        except BaseException as exc:
+            if not _maybe_published(exc):
+                if not isinstance(exc, Exception) or await _try_undo(undo) != 0:
+                    raise  # undone (or unknown: Redis did not answer the undo, which is logged)
+                log.warning("state_change_kept_relayed", project_id=k.project_id, entry=entry.id, error=repr(exc))
+                return
+            log.warning("state_change_kept_for_relay", project_id=k.project_id, entry=entry.id, error=repr(exc))
+            keys, args = [k.outbox(), k.outbox_records()], [entry.id, entry.due_ms]
+            await _try_undo(lambda: self._scripts.outbox_due_now(keys=keys, args=args))
+            if not isinstance(exc, Exception):
+                raise  # a cancellation goes on; the relay publishes the change
+            return
+        try:
+            await self._scripts.outbox_delete(keys=[k.outbox(), k.outbox_records()], args=[entry.id])
+        except Exception:  # the relay publishes it again once due: a repeat, dropped downstream
+            log.warning("outbox_entry_not_deleted", project_id=k.project_id, entry=entry.id, exc_info=True)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -580,6 +660,25 @@ def _code_use(document: str) -> CodeUse:
     use = json.loads(document)
     user = parse_user_field(use["user"])
     return CodeUse(user.identifier, user.identifier_type, use["at"])
+
+
+def _draw_codes(quantity: int, keep: Sequence[str] = ()) -> list[str]:
+    """`quantity` distinct candidate codes: `keep`, then new ones."""
+    codes = list(dict.fromkeys(keep))
+    while len(codes) < quantity:
+        code = generate_code()
+        if code not in codes:
+            codes.append(code)
+    return codes
+
+
+def _code_use_record(project_id: str, use_id: str, record: CodeRecord, user: User, used_at: int) -> CodeUseRecord:
+    return CodeUseRecord(
+        project_id=project_id, use_id=use_id, code=record.code,
+        owner_identifier=record.owner.identifier, owner_identifier_type=record.owner.identifier_type,
+        user_identifier=user.identifier, user_identifier_type=user.identifier_type, used_at_ms=used_at,
+        max_uses=record.max_uses,
+    )  # fmt: skip
 
 
 def _owned_check(raw: str | None, check_id: str, owner: User | None) -> ClaimCheck:

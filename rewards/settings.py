@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # instance; default: the host name): its Kafka transactional ids derive from it, so a restarted process
     # fences its dead predecessor at once. Never the same for two live processes on different machines.
     ingest_instance: str | None = None
+    # Where ingest processes keep their index lock files (default: systemd's RUNTIME_DIRECTORY, else the temp dir).
+    runtime_dir: Path | None = None
     worker_batch_size: int = 2000  # records per warehouse insert at most
     worker_group_id: str = "rewards-workers"  # the workers' Kafka consumer group (the ingest edge reads its lag)
     # Back-pressure: while more messages than this wait for the workers (Kafka's consumer lag, the embedded

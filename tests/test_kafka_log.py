@@ -2,6 +2,7 @@
 during an outage of the broker are tested in test_faust_workers, with the workers)."""
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -12,9 +13,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from rewards.devengines import start_kafka
-from rewards.production import kafka_log
+from rewards.production import kafka_log, process_index
 from rewards.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.production.migrate import create_topic
+from rewards.production.process_index import ProcessIndex
 from schemas.records import dump_records
 from schemas.topics import partition_key
 from tests.kafka_helpers import PARTITIONS, conversions, end_offsets, engine, eventually, read_since
@@ -111,23 +113,42 @@ ZOMBIE_TIMEOUT_MS = 60_000  # the dead process's transaction timeout: without fe
 
 @pytest.fixture
 def instance() -> str:
-    """An ingest instance of this test alone; its lock files (see kafka_log._claim_index) removed after."""
+    """An ingest instance of this test alone; its lock files (see rewards.production.process_index) removed after."""
     name = f"test-{uuid.uuid4().hex[:8]}"
     yield name
-    for path in Path(kafka_log.LOCK_DIR).glob(f"rewards-ingest-{name}*.lock"):
+    for path in Path(process_index.lock_dir()).glob(f"rewards-ingest-{name}*.lock"):
         path.unlink()
 
 
 def test_the_process_index_is_the_lowest_free_one_of_its_instance(instance):
-    first, first_fd = kafka_log._claim_index(instance)
-    second, second_fd = kafka_log._claim_index(instance)
-    other, other_fd = kafka_log._claim_index(instance + "-other")
-    assert (first, second, other) == (0, 1, 0)
-    kafka_log.os.close(first_fd)  # as when its process dies: the next one takes its index, hence its ids
-    again, again_fd = kafka_log._claim_index(instance)
-    assert again == 0
-    for fd in (second_fd, other_fd, again_fd):
-        kafka_log.os.close(fd)
+    first, second = ProcessIndex.claim(instance), ProcessIndex.claim(instance)
+    other = ProcessIndex.claim(instance + "-other")
+    assert (first.index, second.index, other.index) == (0, 1, 0)
+    first.release()  # as when its process dies: the next one takes its index, hence its ids
+    again = ProcessIndex.claim(instance)
+    assert again.index == 0
+    for held in (second, other, again):
+        held.release()
+
+
+def test_a_lock_file_removed_under_its_process_is_taken_back(instance, tmp_path):
+    """An age-based cleaner of the temp dir removing a held lock file must not let a new process take the index."""
+    held = ProcessIndex.claim(instance, str(tmp_path))
+    old = time.time() - 30 * 86400
+    os.utime(held.path, (old, old))
+    assert held.keep() and os.stat(held.path).st_mtime > old + 86400  # touched: cleaners by age pass it by
+    os.unlink(held.path)
+    assert held.keep()  # created and locked again
+    newcomer = ProcessIndex.claim(instance, str(tmp_path))
+    assert newcomer.index == 1  # so a newcomer takes the next index
+    os.unlink(held.path)
+    thief = ProcessIndex.claim(instance, str(tmp_path))  # removed, and taken before the holder noticed
+    assert thief.index == 0
+    lost = REGISTRY.get_sample_value("rewards_process_index_lost_total") or 0
+    assert not held.keep()
+    assert REGISTRY.get_sample_value("rewards_process_index_lost_total") == lost + 1
+    for index in (thief, held, newcomer):
+        index.release()
 
 
 async def test_a_restarted_process_fences_its_dead_predecessor_at_once(kafka, event_log, instance):

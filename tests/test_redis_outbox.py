@@ -23,7 +23,7 @@ from rewards.domain import claim_checks as cc
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
 from rewards.ports import Affiliate
-from rewards.production import kafka_log, outbox_relay
+from rewards.production import kafka_log, outbox_relay, process_index
 from rewards.production.kafka_log import MAX_REQUEST_BYTES, KafkaEventLog, PublishFailed
 from rewards.production.migrate import create_topic
 from rewards.production.outbox_relay import OutboxRelay
@@ -77,7 +77,7 @@ async def event_log(kafka_url):
     event_log = await KafkaEventLog.start(kafka_url, 2, instance)
     yield event_log
     await event_log.close()
-    for path in Path(kafka_log.LOCK_DIR).glob(f"rewards-ingest-{instance}-*.lock"):
+    for path in Path(process_index.lock_dir()).glob(f"rewards-ingest-{instance}-*.lock"):
         path.unlink(missing_ok=True)
 
 
@@ -426,7 +426,7 @@ async def test_a_commit_whose_answer_is_lost_may_have_published(kafka_url, event
             await lossy.publish("outbox-project", b"[]")
     finally:
         await lossy.close()
-        for path in Path(kafka_log.LOCK_DIR).glob(f"rewards-ingest-{instance}-*.lock"):
+        for path in Path(process_index.lock_dir()).glob(f"rewards-ingest-{instance}-*.lock"):
             path.unlink(missing_ok=True)
     assert failed.value.maybe_published is True
 
@@ -442,7 +442,7 @@ async def test_a_publish_no_producer_took_surely_was_not_published(kafka_url, mo
             await stalled.publish("outbox-project", b"[]")
     finally:
         await stalled.close()
-        for path in Path(kafka_log.LOCK_DIR).glob(f"rewards-ingest-{instance}-*.lock"):
+        for path in Path(process_index.lock_dir()).glob(f"rewards-ingest-{instance}-*.lock"):
             path.unlink(missing_ok=True)
     assert failed.value.maybe_published is False
 

@@ -29,8 +29,9 @@ one and aborts whatever transaction it left open.
 Transactional ids are stable per process slot, so that a restart fences the dead: producer n of the pool
 is `rewards-ingest-<instance>-<index>-<n>`, where `instance` is REWARDS_INGEST_INSTANCE (a pod name, a
 StatefulSet ordinal, a systemd instance) or else the host name, and `index` is the lowest free one among
-this machine's live event logs of that instance (a lock file each, `flock`ed for the log's life and
-released by the kernel when its process dies: the N workers of `ingest-api --processes N` hold 0..N-1, and
+this machine's live event logs of that instance (a lock file each, rewards.production.process_index,
+`flock`ed for the log's life, touched so that temp-dir cleaners leave it, released by the kernel when its
+process dies: the N workers of `ingest-api --processes N` hold 0..N-1, and
 a worker restarted after a crash takes its dead predecessor's index). A restarted process's producers thus
 initialise the dead one's ids, which fences it and aborts its open transactions at once, instead of holding
 back every read_committed reader of their partitions until the broker's `TRANSACTION_TIMEOUT_MS`. (Ids the
@@ -44,17 +45,15 @@ on its next use (which fences the other in turn: the count keeps climbing until 
 
 import asyncio
 import contextlib
-import fcntl
-import os
-import re
 import socket
-import tempfile
 from dataclasses import dataclass, field
 
 import structlog
 from prometheus_client import Counter
 
 from rewards.ports import LogUnavailable
+from rewards.production import process_index
+from rewards.production.process_index import ProcessIndex
 from schemas.topics import EVENTS_TOPIC, partition_key
 
 log = structlog.get_logger(__name__)
@@ -68,7 +67,6 @@ TRANSACTION_TIMEOUT_MS = 10_000  # how long a lost producer's open transaction h
 MAX_GROUP = 64  # publishes per transaction at most
 MAX_BATCH_BYTES = 1024 * 1024  # a partition's messages of one transaction travel (and compress) together
 MAX_REQUEST_BYTES = 8 * 1024 * 1024  # a 2 MB request body grows a little as records; lz4 shrinks it ~3-5x
-LOCK_DIR = tempfile.gettempdir()  # where the lock files of the process indexes live
 
 FENCED = Counter(
     "rewards_kafka_producers_fenced_total",
@@ -123,9 +121,10 @@ class _Attempt:
 
 
 class KafkaEventLog:
-    def __init__(self, slots: list[_Slot], lock_fd: int | None = None):
+    def __init__(self, slots: list[_Slot], index: ProcessIndex | None = None):
         self._slots = slots
-        self._lock_fd = lock_fd  # holds this log's process index (see `_claim_index`)
+        self._index = index  # holds this log's process index
+        self._keeper: asyncio.Task | None = None
         self._waiting: asyncio.Queue[_Publish] = asyncio.Queue()
         self._committers: list[asyncio.Task] = []
 
@@ -136,9 +135,9 @@ class KafkaEventLog:
 
             instance = Settings().ingest_instance or socket.gethostname()
         # Stable across a restart (the restarted process fences the dead one), unique among live ones.
-        index, lock_fd = _claim_index(instance)
-        prefix = f"rewards-ingest-{instance}-{index}"
-        event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)], lock_fd)
+        index = ProcessIndex.claim(instance)
+        prefix = f"rewards-ingest-{instance}-{index.index}"
+        event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)], index)
         log.info("kafka transactional ids", transactional_ids=f"{prefix}-{{0..{pool_size - 1}}}")
         # Start them all now: a broker that is unreachable at start-up fails the process at once.
         results = await asyncio.gather(*(slot.ready() for slot in event_log._slots), return_exceptions=True)
@@ -147,6 +146,7 @@ class KafkaEventLog:
             await event_log.close()
             raise errors[0]
         event_log._committers = [asyncio.create_task(event_log._commit_groups(slot)) for slot in event_log._slots]
+        event_log._keeper = asyncio.create_task(_keep(index))
         return event_log
 
     async def publish(self, project_id: str, payload: bytes) -> None:
@@ -159,18 +159,19 @@ class KafkaEventLog:
             raise
 
     async def close(self) -> None:
-        for committer in self._committers:
-            committer.cancel()
-        await asyncio.gather(*self._committers, return_exceptions=True)
+        for task in (*self._committers, self._keeper):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*self._committers, *([self._keeper] if self._keeper else []), return_exceptions=True)
         while not self._waiting.empty():
             _settle([self._waiting.get_nowait()], PublishFailed("the event log is closing", maybe_published=False))
         producers = [slot.producer for slot in self._slots if slot.producer is not None]
         for slot in self._slots:
             slot.producer = None
         await asyncio.gather(*(_stop(producer) for producer in producers), *_stopping)
-        lock_fd, self._lock_fd = self._lock_fd, None
-        if lock_fd is not None:
-            os.close(lock_fd)  # the index is free for the next event log of this instance
+        index, self._index = self._index, None
+        if index is not None:
+            index.release()  # the index is free for the next event log of this instance
 
     async def _commit_groups(self, slot: _Slot) -> None:
         while True:
@@ -274,23 +275,13 @@ async def _abort(slot: _Slot, producer) -> None:
         slot.discard()
 
 
-def _claim_index(instance: str) -> tuple[int, int]:
-    """The lowest index no live event log of `instance` on this machine holds, and the descriptor of its
-    lock file (`flock`ed: released by close, or by the kernel when the process dies however it dies)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", instance)
-    for index in range(4096):
-        path = os.path.join(LOCK_DIR, f"rewards-ingest-{name}-{index}.lock")
+async def _keep(index: ProcessIndex) -> None:
+    while True:
+        await asyncio.sleep(process_index.KEEP_S)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+            index.keep()
         except OSError:
-            continue  # e.g. another user's file: not ours to take
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)  # held by a live event log
-            continue
-        return index, fd
-    raise RuntimeError(f"no free process index for ingest instance {instance!r} in {LOCK_DIR}")
+            log.exception("keeping the process index lock file failed", path=index.path)
 
 
 def _fenced(exc: BaseException) -> bool:

@@ -52,9 +52,13 @@ def delivery_token(topic: str, partition: int, first_offset: int, last_offset: i
 
 
 class Planner:
-    def __init__(self, plans: PlanStore, max_records: int):
+    def __init__(self, plans: PlanStore, max_records: int, log_id: str = ""):
+        """`log_id`: which log the offsets count in (the Kafka cluster's id), prefixed to tokens and plan keys: a
+        new cluster counts offsets from 0 again, and its deliveries must not take the tokens (hence the warehouse's
+        insert deduplication) or the plans of the old one's."""
         self._plans = plans
         self._max_records = max_records
+        self._prefix = f"{log_id}:" if log_id else ""
         self._queues: dict[TP, list[Message]] = {}
         self._recorded: dict[TP, tuple[int, int]] = {}  # the last plan looked up per partition: (first, last)
 
@@ -95,7 +99,7 @@ class Planner:
             return None  # a batch recorded before a crash: wait until all of it has been read again
         messages = [m for m in queue if m.offset <= last]
         records = [record for message in messages for record in message.records]
-        token = delivery_token(*tp, messages[0].offset, last)
+        token = self._prefix + delivery_token(*tp, messages[0].offset, last)
         return Batch(tp, messages, last, Delivery(token, records))
 
     async def _planned_last(self, tp: TP, queue: list[Message]) -> int:
@@ -103,7 +107,7 @@ class Planner:
         recorded = self._recorded.get(tp)
         if recorded is None or recorded[0] != first:
             proposed = self._cut(queue).offset
-            last, new = await self._plans.claim(plan_key(*tp, first), proposed)
+            last, new = await self._plans.claim(self._prefix + plan_key(*tp, first), proposed)
             if not new:
                 log.info(
                     "partition read again: following the recorded plan",

@@ -48,7 +48,7 @@ from rewards.ports import DeadLetterLog, StateStore, Warehouse
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
-from stream_workers.plans import PlanStore, RedisPlans, SqlitePlans
+from stream_workers.plans import PlanStore, SqlitePlans, WarehousePlans
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS
 
@@ -87,6 +87,7 @@ class Resources:
     plans: PlanStore
     dead_letters: DeadLetterLog | None = None
     window_s: float = DEFAULT_WINDOW_S  # the dedup window (REWARDS_DEDUP_WINDOW)
+    log_id: str = ""  # the Kafka cluster's id: delivery tokens and plans count offsets of this cluster
 
     async def close(self) -> None:
         for resource in (self.dead_letters, self.plans, self.warehouse, self.state):
@@ -104,12 +105,13 @@ async def open_resources(settings: Settings, options: WorkerOptions) -> Resource
 
     warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url)
     try:
-        state, plans = await _open_state(settings, options)
+        state, plans = await _open_state(settings, options, warehouse)
     except BaseException:
         await warehouse.close()
         raise
     resources = Resources(state, warehouse, plans, window_s=settings.dedup_window)
     try:
+        resources.log_id = await kafka_cluster_id(settings.kafka_bootstrap_servers)
         resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
     except BaseException:
         await resources.close()
@@ -117,14 +119,25 @@ async def open_resources(settings: Settings, options: WorkerOptions) -> Resource
     return resources
 
 
-async def _open_state(settings: Settings, options: WorkerOptions) -> tuple[StateStore, PlanStore]:
+async def kafka_cluster_id(bootstrap_servers: str) -> str:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    await admin.start()
+    try:
+        return (await admin.describe_cluster())["cluster_id"]
+    finally:
+        await admin.close()
+
+
+async def _open_state(settings: Settings, options: WorkerOptions, warehouse: Warehouse) -> tuple[StateStore, PlanStore]:
     if options.state == "sqlite":
         from rewards.backends import open_embedded_state
 
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
     from rewards.production.redis_state import open_redis_state
 
-    return await open_redis_state(settings.redis_url, settings), RedisPlans.from_url(settings.redis_url)
+    return await open_redis_state(settings.redis_url, settings), WarehousePlans(warehouse)
 
 
 # -- read_committed ------------------------------------------------------------------------------------
@@ -201,7 +214,8 @@ def build_app(
     @app.agent(topic)
     async def write_events(stream):
         resources = await retrying("opening the state store and warehouse", opener)
-        pipeline = Pipeline(app, resources, Planner(resources.plans, settings.worker_batch_size), options)
+        planner = Planner(resources.plans, settings.worker_batch_size, resources.log_id)
+        pipeline = Pipeline(app, resources, planner, options)
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)

@@ -9,6 +9,10 @@ plan says. The first plan recorded for an offset wins, so two workers holding th
 during a rebalance agree too.
 
 Plans are needed only until the offsets past them are committed (seconds); they are kept for days.
+
+The production workers keep them in the warehouse they protect (`WarehousePlans`), not in Redis: a crash that
+loses Redis's last second would lose the plan of a delivery being written, and its rows already inserted would
+be written again under another token.
 """
 
 import asyncio
@@ -17,6 +21,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
+
+from rewards.clickhouse_values import ch_datetime
+from rewards.domain.timestamps import now_ms
 
 RETENTION_S = 7 * 24 * 3600
 
@@ -71,24 +78,22 @@ class SqlitePlans:
         self._executor.shutdown()
 
 
-class RedisPlans:
-    """Plans in Redis, beside the production state store; each expires after RETENTION_S."""
+class WarehousePlans:
+    """Plans in the warehouse (`worker_plans`, schemas/clickhouse/004_dedup_ids.sql): the first claim of a key wins
+    because the insert carries the key as its deduplication token (a second insert of it is dropped); past the
+    table's deduplication window, the earliest row still wins. Beside the rows the plan protects, so a crash
+    cannot keep those rows and lose their plan."""
 
-    PREFIX = "rewards:worker-plan:"
+    READ = "SELECT last_offset FROM worker_plans WHERE plan_key = {key:String} ORDER BY created_at LIMIT 1"
 
-    def __init__(self, client):
-        self._client = client
-
-    @classmethod
-    def from_url(cls, url: str) -> "RedisPlans":
-        import redis.asyncio
-
-        return cls(redis.asyncio.Redis.from_url(url))
+    def __init__(self, warehouse):
+        self._warehouse = warehouse
 
     async def claim(self, key: str, last_offset: int) -> tuple[int, bool]:
-        # SET NX GET: one atomic step that answers the end already recorded, if any.
-        recorded = await self._client.set(self.PREFIX + key, last_offset, nx=True, get=True, ex=RETENTION_S)
-        return (last_offset, True) if recorded is None else (int(recorded), False)
+        row = {"plan_key": key, "last_offset": last_offset, "created_at": ch_datetime(now_ms())}
+        await self._warehouse.insert("worker_plans", [row], f"plan:{key}")
+        recorded = int((await self._warehouse.query(self.READ, {"key": key}))[0]["last_offset"])
+        return recorded, recorded == last_offset
 
     async def close(self) -> None:
-        await self._client.aclose()
+        pass  # the warehouse is closed by its owner

@@ -4,11 +4,12 @@ import uuid
 
 import pytest
 
-from rewards.devengines import start_redis
+from rewards.clickhouse_values import ch_datetime
+from rewards.domain.timestamps import now_ms
 from schemas.records import dump_records
 from stream_workers.batches import Message, Planner
-from stream_workers.plans import RedisPlans, SqlitePlans
-from tests.kafka_helpers import conversions, engine
+from stream_workers.plans import SqlitePlans, WarehousePlans
+from tests.kafka_helpers import conversions
 
 TOPIC = "rewards.events"
 
@@ -83,12 +84,26 @@ async def test_sqlite_plans_keep_the_first_end_recorded(tmp_path):
         await again.close()
 
 
-async def test_redis_plans_keep_the_first_end_recorded(tmp_path_factory):
-    redis = engine("redis", "REDIS_URL", start_redis, tmp_path_factory)
-    plans = RedisPlans.from_url(redis.url)
-    try:
-        key = f"t:0:{uuid.uuid4().hex}"
-        assert await plans.claim(key, 20) == (20, True)
-        assert await plans.claim(key, 14) == (20, False)
-    finally:
-        await plans.close()
+@pytest.fixture(params=["chdb", "clickhouse"])
+async def plan_warehouse(request, tmp_path):
+    if request.param == "chdb":
+        from rewards.embedded.chdb_warehouse import ChdbWarehouse
+
+        warehouse = ChdbWarehouse(tmp_path / "warehouse")
+    else:
+        from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+
+        warehouse = await ClickHouseWarehouse.connect(request.getfixturevalue("clickhouse_url"))
+    await warehouse.migrate()
+    yield warehouse
+    await warehouse.close()
+
+
+async def test_warehouse_plans_keep_the_first_end_recorded(plan_warehouse):
+    plans, again = WarehousePlans(plan_warehouse), WarehousePlans(plan_warehouse)
+    key = f"t:0:{uuid.uuid4().hex}"
+    assert await plans.claim(key, 20) == (20, True)
+    assert await again.claim(key, 14) == (20, False)  # another worker, after a rebalance
+    await plan_warehouse.insert("worker_plans", [{"plan_key": key, "last_offset": 9, "created_at": ch_datetime(
+        now_ms() + 1000)}], "past-the-deduplication-window")  # fmt: skip
+    assert await plans.claim(key, 30) == (20, False)  # the earliest still wins

@@ -3,12 +3,21 @@ runs the outbox relay (rewards.production.outbox_relay), for the state changes i
 
 import contextlib
 
-from fastapi import APIRouter, FastAPI
+import structlog
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from rewards.errors import RETRY_AFTER_S, error_body
 from rewards.http import create_app
 from rewards.production.backends import open_production
 from rewards.production.outbox_relay import OutboxRelay
 from rewards.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+STATE_UNAVAILABLE_MESSAGE = "Service Unavailable: the state store did not answer, retry later"
 
 
 def production_app(title: str, routers: list[APIRouter], settings: Settings, *, publishes: bool) -> FastAPI:
@@ -25,4 +34,15 @@ def production_app(title: str, routers: list[APIRouter], settings: Settings, *, 
                 await relay.close()
             await app.state.backends.close()
 
-    return create_app(title, routers, lifespan, settings.max_body_bytes)
+    app = create_app(title, routers, lifespan, settings.max_body_bytes)
+    # Redis down, restarting or still loading its data (BusyLoadingError is a ConnectionError): the engine's
+    # outage, not a fault of the service, as a 503 the client retries after Retry-After (API.md §0's error body).
+    app.add_exception_handler(RedisConnectionError, _state_unavailable)
+    app.add_exception_handler(RedisTimeoutError, _state_unavailable)
+    return app
+
+
+async def _state_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("state store unavailable; answered 503", method=request.method, path=request.url.path, error=str(exc))
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+    return JSONResponse(error_body(503, STATE_UNAVAILABLE_MESSAGE), status_code=503, headers=headers)

@@ -69,6 +69,7 @@ _T = TypeVar("_T")
 
 PENDING_TTL_S = 60  # a claimed batch must be published and committed within this, or its claim lapses
 IDEMPOTENCY_TTL_S = 24 * 3600
+COMMIT_RETRIES_S = (0.05, 0.25, None)  # a batch's commit in Redis: the pause after each failed try (None: give up)
 USED_BY_LIMIT = 1000  # a code record shows its latest uses only; current_uses still counts them all
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 _KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
@@ -418,13 +419,29 @@ class RedisStateStore:
             yield claim
         events = [users_and_names[i] for i in claim.fresh]
         mode = "" if idempotency is None else ("drop" if claim.response is None else "store")
-        lost = await self._scripts.commit_batch(
+        await self._commit_claims(
+            project_id,
             keys=[k.idempotency(idem_key), *claimed, *(k.user_events(user) for user, _ in events)],
             args=[token, len(claimed), mode, body_hash, claim.response or b"", self._idempotency_ms, self._window_ms]
             + [name for _, name in events],
         )
-        if lost:
-            log.warning("ingest_claims_lapsed", project_id=project_id, lost=lost, pending_ttl_s=PENDING_TTL_S)
+
+    async def _commit_claims(self, project_id: str, keys: list[str], args: list) -> None:
+        """Turn the batch's claims into accepted ids. The batch is on the log by now: a failure here must not
+        answer 503 ("not accepted"), so the commit (idempotent) is tried again, and if Redis still does not
+        answer, the claims are left to lapse (PENDING_TTL_S; the workers mark the ids processed meanwhile)."""
+        for delay_s in COMMIT_RETRIES_S:
+            try:
+                lost = await self._scripts.commit_batch(keys=keys, args=args)
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                if delay_s is None:
+                    log.error("ingest_commit_failed; its claims lapse", project_id=project_id, error=repr(exc))
+                    return
+                await asyncio.sleep(delay_s)
+                continue
+            if lost:
+                log.warning("ingest_claims_lapsed", project_id=project_id, lost=lost, pending_ttl_s=PENDING_TTL_S)
+            return
 
     async def _drop_archived(
         self, k: ProjectKeys, project_id: str, dedup_ids: list[str], claim: IngestClaim, token: str
@@ -454,9 +471,14 @@ class RedisStateStore:
         return IngestClaim(fresh=list(result[1]))
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
+        """Past the hot window, the archive answers; an id Redis still has `accepted` is asked of it too (its
+        processed mark may have been lost in a crash of Redis: the warehouse's answer then repairs it)."""
         status = await self._redis.get(ProjectKeys(project_id).dedup(dedup_id))
-        if status is None and self._archive is not None:
-            return (await self._archive.known_among(project_id, [dedup_id], self._window_s)).get(dedup_id)
+        if status in (None, "accepted") and self._archive is not None:
+            written = (await self._archive.known_among(project_id, [dedup_id], self._window_s)).get(dedup_id)
+            if written is not None and status == "accepted":
+                await self._mark(project_id, [dedup_id], written)
+            return written or status
         return status if status in ("accepted", "processed", "failed") else None
 
     async def has_event(self, project_id: str, user: User, name: str) -> bool:

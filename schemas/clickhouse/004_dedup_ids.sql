@@ -28,6 +28,20 @@ SETTINGS non_replicated_deduplication_window = 100000, index_granularity = 1024;
 -- referrals and writes them once, where a use of another user or past the code's max_uses is refused.
 ALTER TABLE referrals ADD COLUMN IF NOT EXISTS use_id String DEFAULT '';
 
+-- Where each delivery of a partition ends, recorded before it is written (stream_workers.plans.WarehousePlans):
+-- kept here, beside the rows it protects, and not in Redis, whose crash may lose its last second. The claim's insert
+-- carries the plan key as its deduplication token: the first claim wins.
+CREATE TABLE IF NOT EXISTS worker_plans
+(
+    plan_key String,
+    last_offset Int64,
+    created_at DateTime64(3, 'UTC')
+)
+ENGINE = MergeTree
+ORDER BY plan_key
+TTL toDateTime(created_at) + INTERVAL 7 DAY
+SETTINGS non_replicated_deduplication_window = 100000;
+
 -- The ids written before this migration (run it while no workers write, see README "Migrations").
 TRUNCATE TABLE dedup_ids;
 
@@ -44,5 +58,6 @@ SELECT DISTINCT project_id, 'code_use', source_id, happened_at, toUInt8(0) FROM 
 WHERE source_type = 'code_use' AND happened_at > now() - INTERVAL 35 DAY;
 
 -- down
+DROP TABLE IF EXISTS worker_plans;
 ALTER TABLE referrals DROP COLUMN IF EXISTS use_id;
 DROP TABLE IF EXISTS dedup_ids

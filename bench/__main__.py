@@ -11,12 +11,19 @@ from typing import Annotated
 
 import typer
 
-from bench import bench_affiliates, dedup, ingest, queries
+from bench import bench_affiliates, dedup, engines, ingest, queries, workers
 from bench.context import Context
 from bench.report import Figure, render, save
 from rewards.devengines import STARTERS
 
-SUITES = {"ingest": ingest.run, "queries": queries.run, "affiliates": bench_affiliates.run, "dedup": dedup.run}
+SUITES = {
+    "ingest": ingest.run,
+    "engines": engines.run,
+    "queries": queries.run,
+    "affiliates": bench_affiliates.run,
+    "dedup": dedup.run,
+    "workers": workers.run,
+}
 
 
 def main(
@@ -30,16 +37,17 @@ def main(
     if unknown:
         raise typer.BadParameter(f"unknown suites: {', '.join(sorted(unknown))}")
     data_root = data_root.resolve()
-    engines = [STARTERS[name](data_root / "engines" / name) for name in ("kafka", "redis", "clickhouse")]
-    context = Context(data_root, {engine.env_name: engine.url for engine in engines}, quick)
+    started = [STARTERS[name](data_root / "engines" / name) for name in ("kafka", "redis", "clickhouse")]
+    context = Context(data_root, {engine.env_name: engine.url for engine in started}, quick)
     figures: list[Figure] = []
     try:
         for name, run in SUITES.items():
             if not only or name in only:
                 typer.echo(f"== {name}", err=True)
                 figures += run(context)
+        figures += engines.ceiling_figures(figures)  # each pipeline figure against the slowest engine it needs
     finally:
-        for engine in reversed(engines):
+        for engine in reversed(started):
             engine.stop()
     typer.echo(render(figures))
     save(figures, out)

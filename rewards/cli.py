@@ -133,11 +133,31 @@ def query_api(
 
 
 @app.command()
-def workers() -> None:
+def workers(
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            envvar="REWARDS_WORKER_PROCESSES",
+            min=1,
+            help="Worker processes sharing the topic's partitions (one consumer group); 1 per core measured best."
+            " If one exits, the others are stopped and its status is the command's.",
+        ),
+    ] = 1,
+) -> None:
     """The production shape's stream workers (a faust app): log to warehouse."""
-    from stream_workers.faust_app import run_workers
+    if processes == 1:
+        from stream_workers.faust_app import run_workers
 
-    run_workers()
+        run_workers()
+        return
+    from rewards.logging import configure_logging
+    from stream_workers.faust_app import check_environment
+    from stream_workers.processes import run_processes
+
+    settings, _ = check_environment()
+    configure_logging(settings.log_level, settings.log_format)
+    raise typer.Exit(run_processes(processes))
 
 
 def _migration_warehouse(data_dir: Path):

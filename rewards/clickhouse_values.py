@@ -5,13 +5,15 @@ import time
 from decimal import Decimal
 
 
+@functools.lru_cache(maxsize=65536)
 def ch_datetime(ms: int) -> str:
+    # Cached: a delivery's rows share few times (a batch's received time, a delivery's created time, events sent
+    # together), and formatting them took ~15% of the workers' CPU.
     return f"{_second_text(ms // 1000)}.{ms % 1000:03d}"
 
 
 @functools.lru_cache(maxsize=4096)
 def _second_text(second: int) -> str:
-    # Cached: the rows of a delivery share a few seconds, and formatting took ~15% of the workers' CPU.
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
 
 

@@ -50,7 +50,7 @@ from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
 from stream_workers.plans import PlanStore, SqlitePlans, WarehousePlans
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
-from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS
+from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
 
 log = structlog.get_logger(__name__)
 
@@ -216,6 +216,7 @@ def build_app(
         resources = await retrying("opening the state store and warehouse", opener)
         planner = Planner(resources.plans, settings.worker_batch_size, resources.log_id)
         pipeline = Pipeline(app, resources, planner, options)
+        freeze_startup_objects()
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)
@@ -276,6 +277,12 @@ class Pipeline:
         # Only ever a delivery's end: a worker taking over reads from there, where a plan starts.
         # (faust's own ack-based commits can land inside a delivery on a transactional topic.)
         offsets = {TP(*batch.tp): batch.last_offset + 1}
+        if batch.tp not in self._assigned():
+            # Moved while the delivery was written (a rebalance: a worker joined or left). faust would commit an
+            # empty set of offsets, which aiokafka refuses, crashing the worker. The new holder reads it again, under
+            # its plan.
+            log.info("partition moved before its commit; the new holder reads the delivery again", offsets=offsets)
+            return
         consumer = self._app.consumer
         try:
             async with asyncio.timeout(self._options.commit_timeout_s):
@@ -344,15 +351,21 @@ async def retrying(what: str, action, still_wanted: Callable[[], bool] = lambda:
         delay = min(delay * 2, RETRY_MAX_S)
 
 
-def run_workers() -> None:
-    """`rewards workers`: run until SIGTERM/SIGINT, then commit what was written and leave the group."""
-    from rewards.logging import configure_logging
-
+def check_environment() -> tuple[Settings, WorkerOptions]:
+    """The settings the workers run with, or SystemExit naming what the environment lacks."""
     settings, options = Settings(), WorkerOptions()
     if not settings.kafka_bootstrap_servers or not settings.clickhouse_url:
         raise SystemExit("the workers need KAFKA_BOOTSTRAP_SERVERS and CLICKHOUSE_URL in the environment")
     if options.state == "redis" and not settings.redis_url:
         raise SystemExit("the workers need REDIS_URL (or REWARDS_WORKER_STATE=sqlite) in the environment")
+    return settings, options
+
+
+def run_workers() -> None:
+    """`rewards workers`: run until SIGTERM/SIGINT, then commit what was written and leave the group."""
+    from rewards.logging import configure_logging
+
+    settings, options = check_environment()
     configure_logging(settings.log_level, settings.log_format)
     if options.metrics_port:
         from prometheus_client import start_http_server

@@ -28,7 +28,7 @@ from rewards import dedup_archive
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
 from rewards.domain.limits import check_time_ms
-from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig, TokenCurrency
+from rewards.domain.payout_config import EMPTY_CONFIG, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
@@ -61,15 +61,6 @@ class _Writes:
     new_checks: dict[str, list[claim_checks.ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
 
-    def merge(self, other: "_Writes") -> None:
-        for table, table_rows in other.rows.items():
-            self.rows[table] += table_rows
-        for project_id, dedup_ids in other.processed.items():
-            self.processed[project_id] += dedup_ids
-        for project_id, checks in other.new_checks.items():
-            self.new_checks[project_id] += checks
-        self.payouts += other.payouts
-
 
 @dataclass
 class _Referrals:
@@ -83,7 +74,7 @@ class _Referrals:
 class _Project:
     """What a delivery's records need of their project's state, read once per delivery."""
 
-    config: PayoutConfig
+    rules: engine.Rules  # the project's configuration, looked up once per delivery
     chains: dict[User, list[User]]  # the referrers of the users whose conversions pay
     tiers: dict[User, str | None]  # the tier of each level-1 referrer among them
     referrals: _Referrals = field(default_factory=_Referrals)
@@ -105,25 +96,50 @@ async def process_delivery(
 ) -> int:
     """Write one delivery; returns the number of payouts written. Dead letters are also published on
     `dead_letters` when given (the production shape's `rewards.events.dlq` topic). `window_s`: the dedup window."""
-    writes = _Writes()
-    created = now_ms()
-    records = await _not_yet_written(delivery.records, state, warehouse, window_s)
-    projects = await _projects_of(records, state, warehouse)
-    for record in records:
-        _add_alone(record, projects, writes, created, delivery.token)
-    for table in TABLES:
-        await warehouse.insert(table, writes.rows[table], f"{delivery.token}:{table}")
+    records, projects = await read_state(delivery.records, state, warehouse, window_s)
+    writes = compute(records, projects, now_ms(), delivery.token)
+    await insert(writes, delivery.token, warehouse)
     if dead_letters is not None and writes.rows["dead_letters"]:
         # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
         await dead_letters.publish(writes.rows["dead_letters"])
+    await mark(writes, state)
+    _count_dead_letters(writes.rows["dead_letters"], delivery.token)
+    return writes.payouts
+
+
+# The steps of a delivery, apart so that bench/workers.py can time each.
+
+
+async def read_state(
+    records: list, state: StateStore, warehouse: Warehouse, window_s: float = DEFAULT_WINDOW_S
+) -> tuple[list, dict]:
+    """The records still to write, and what they need of their projects' state (a few round trips per project)."""
+    records = await _not_yet_written(records, state, warehouse, window_s)
+    return records, await _projects_of(records, state, warehouse)
+
+
+def compute(records: list, projects: dict, created: int, token: str) -> _Writes:
+    """Every row of the records (pure: reads nothing but its arguments)."""
+    writes = _Writes()
+    for record in records:
+        _add_alone(record, projects, writes, created, token)
+    return writes
+
+
+async def insert(writes: _Writes, token: str, warehouse: Warehouse) -> None:
+    """One insert per table, under the delivery's token."""
+    for table in TABLES:
+        await warehouse.insert(table, writes.rows[table], f"{token}:{table}")
+
+
+async def mark(writes: _Writes, state: StateStore) -> None:
+    """What the state store learns once the rows are written (idempotent)."""
     for project_id, checks in writes.new_checks.items():
         await state.register_claim_checks(project_id, checks)
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
     for project_id, dedup_ids in writes.failed.items():
         await state.mark_failed(project_id, dedup_ids)
-    _count_dead_letters(writes.rows["dead_letters"], delivery.token)
-    return writes.payouts
 
 
 def _add_alone(record, projects: dict, writes: _Writes, created: int, token: str) -> None:
@@ -136,14 +152,11 @@ def _add_alone(record, projects: dict, writes: _Writes, created: int, token: str
         if isinstance(record, ConversionRecord | CodeUseRecord):  # the only records the configuration pays
             _set_aside(record, project.reason, writes, created, token)
             return
-        project = _Project(EMPTY_CONFIG, {}, {})
-    own = _Writes()
+        project = _Project(engine.Rules(EMPTY_CONFIG), {}, {})
     try:
-        _add(record, project, own, created)
+        _add(record, project, writes, created)
     except Exception as exc:  # deterministic: computing a record's rows reads nothing but the record
         _set_aside(record, f"{type(exc).__name__}: {exc}", writes, created, token)
-        return
-    writes.merge(own)
 
 
 def _set_aside(record, reason: str, writes: _Writes, created: int, token: str) -> None:
@@ -227,26 +240,26 @@ async def _projects_of(records: list, state: StateStore, warehouse: Warehouse) -
     """Each project's config, and the referral chains its conversions pay along: a few round trips to
     the state store per delivery rather than two per event; and what the warehouse holds of its code uses'
     referrals."""
-    paying: dict[str, list[User]] = defaultdict(list)
-    configs: dict[str, PayoutConfig | _Unusable] = {}
+    paying: dict[str, dict[User, None]] = defaultdict(dict)  # each user once, in order
+    configs: dict[str, engine.Rules | _Unusable] = {}
     for record in records:
         if isinstance(record, Undecodable):
             continue
         if record.project_id not in configs:
             configs[record.project_id] = await _config_of(record.project_id, state)
-        config = configs[record.project_id]
-        if isinstance(record, ConversionRecord) and isinstance(config, PayoutConfig) and _pays(record, config):
-            paying[record.project_id].append(User(record.user_identifier, record.user_identifier_type))
+        rules = configs[record.project_id]
+        if isinstance(record, ConversionRecord) and isinstance(rules, engine.Rules) and rules.pays(record.name):
+            paying[record.project_id][User(record.user_identifier, record.user_identifier_type)] = None
     projects: dict[str, _Project | _Unusable] = {}
-    for project_id, config in configs.items():
-        if isinstance(config, _Unusable):
-            projects[project_id] = config
+    for project_id, rules in configs.items():
+        if isinstance(rules, _Unusable):
+            projects[project_id] = rules
             continue
-        chains = await state.referrer_chains(project_id, paying[project_id], engine.MAX_LEVELS)
+        chains = await state.referrer_chains(project_id, list(paying[project_id]), engine.MAX_LEVELS)
         affiliates = await state.affiliates_among(project_id, list({chain[0] for chain in chains.values() if chain}))
         tiers = {user: a.tier for user, a in affiliates.items()}
         uses = [r for r in records if isinstance(r, CodeUseRecord) and r.project_id == project_id]
-        projects[project_id] = _Project(config, chains, tiers, await _referrals_of(warehouse, project_id, uses))
+        projects[project_id] = _Project(rules, chains, tiers, await _referrals_of(warehouse, project_id, uses))
     return projects
 
 
@@ -285,42 +298,62 @@ async def _referrals_of(warehouse: Warehouse, project_id: str, uses: list[CodeUs
     )
 
 
-async def _config_of(project_id: str, state: StateStore) -> PayoutConfig | _Unusable:
+async def _config_of(project_id: str, state: StateStore) -> engine.Rules | _Unusable:
     try:
-        return await state.get_config(project_id)
+        return engine.Rules(await state.get_config(project_id))
     except ValidationError as exc:  # the stored document, not the store: reading it again would fail again
         return _Unusable(f"the project's stored payout configuration is invalid: {exc}"[:1000])
 
 
-def _pays(record: ConversionRecord, config: PayoutConfig) -> bool:
-    return config.conversion_for(record.name) is not None or bool(config.campaigns)
-
-
 def _add(record, project: _Project, writes: _Writes, created: int) -> None:
-    config = project.config
+    """Add the record's rows. Every row is computed first (that may raise), then added (that cannot): a record
+    that fails leaves nothing behind, and is set aside whole."""
     if isinstance(record, ConversionRecord):
         check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
-        writes.rows["conversions"].append(rows.conversion_row(record))
+        conversion = rows.conversion_row(record)
         source = rows.conversion_source(record)
         payouts, volumes = _conversion_effects(record, project)
-        _add_payouts(source, payouts, writes, created)
-        writes.rows["affiliate_volumes"] += rows.volume_rows(source, volumes)
+        payout_rows, checks = _payout_rows(source, payouts, created)
+        volume_rows = rows.volume_rows(source, volumes)
+        written = _written_row(record)
+        writes.rows["conversions"].append(conversion)
         writes.processed[record.project_id].append(record.dedup_id)
     elif isinstance(record, CodeUseRecord):
         owner = User(record.owner_identifier, record.owner_identifier_type)
         referred = User(record.user_identifier, record.user_identifier_type)
-        payouts = engine.code_use_payouts(config, owner, referred)
-        _count_use(record, referred, project.referrals)
-        _add_payouts(rows.code_use_source(record), payouts, writes, created)
-        writes.rows["referrals"].append(rows.referral_row(record))
-    elif isinstance(record, CodesCreatedRecord):
-        writes.rows["referral_codes"] += rows.code_rows(record)
-    elif isinstance(record, AffiliateRecord):
-        writes.rows["affiliates"].append(rows.affiliate_row(record))
-    elif isinstance(record, ClaimCheckRecord):
-        writes.rows["claim_checks"].append(rows.claim_check_record_row(record))
-    if _written_key(record) is not None:
-        writes.rows["dedup_ids"].append(_written_row(record))
+        source = rows.code_use_source(record)
+        payouts = engine.code_use_payouts(project.rules.config, owner, referred)
+        payout_rows, checks = _payout_rows(source, payouts, created)
+        volume_rows = []
+        referral = rows.referral_row(record)
+        written = _written_row(record)
+        _count_use(record, referred, project.referrals)  # last: it counts the use in
+        writes.rows["referrals"].append(referral)
+    else:
+        table, new_rows = _state_rows(record)
+        written = _written_row(record) if _written_key(record) is not None else None
+        writes.rows[table] += new_rows
+        if written is not None:
+            writes.rows["dedup_ids"].append(written)
+        return
+    writes.rows["payouts"] += payout_rows
+    writes.payouts += len(payout_rows)
+    for check, check_row in checks:
+        writes.rows["claim_checks"].append(check_row)
+        writes.new_checks[source.project_id].append(check)
+    writes.rows["affiliate_volumes"] += volume_rows
+    writes.rows["dedup_ids"].append(written)
+
+
+def _state_rows(record) -> tuple[str, list[dict]]:
+    """The rows of a record of a state change (codes created, an affiliate, a claim check's new state)."""
+    if isinstance(record, CodesCreatedRecord):
+        return "referral_codes", rows.code_rows(record)
+    if isinstance(record, AffiliateRecord):
+        return "affiliates", [rows.affiliate_row(record)]
+    if isinstance(record, ClaimCheckRecord):
+        return "claim_checks", [rows.claim_check_record_row(record)]
+    raise TypeError(f"not a record of schemas.records: {type(record).__name__}")
 
 
 class UseRefused(Exception):
@@ -338,23 +371,23 @@ def _count_use(record: CodeUseRecord, user: User, referrals: _Referrals) -> None
     referrals.uses[record.code] = uses + 1
 
 
-def _add_payouts(source: rows.PayoutSource, payouts: list[engine.Payout], writes: _Writes, created: int) -> None:
-    writes.rows["payouts"] += rows.payout_rows(source, payouts, created)
-    writes.payouts += len(payouts)
+def _payout_rows(
+    source: rows.PayoutSource, payouts: list[engine.Payout], created: int
+) -> tuple[list[dict], list[tuple[claim_checks.ClaimCheck, dict]]]:
+    """The payouts' rows, and a claim check (with its row) for each payout in an on-chain currency."""
+    checks = []
     for index, payout in enumerate(payouts):
         if isinstance(payout.currency, TokenCurrency):
             payout_id = rows.payout_id(source, index)
             check = claim_checks.opened(source.project_id, payout_id, source.source_id, payout, source.happened_at_ms)
-            writes.rows["claim_checks"].append(rows.claim_check_row(source.project_id, check))
-            writes.new_checks[source.project_id].append(check)
+            checks.append((check, rows.claim_check_row(source.project_id, check)))
+    return rows.payout_rows(source, payouts, created), checks
 
 
 def _conversion_effects(record: ConversionRecord, project: _Project) -> tuple[list[engine.Payout], list[engine.Volume]]:
-    if not _pays(record, project.config):
+    if not project.rules.pays(record.name):
         return [], []
     user = User(record.user_identifier, record.user_identifier_type)
     chain = project.chains.get(user, [])
     l1_tier = project.tiers.get(chain[0]) if chain else None
-    event = engine.Conversion(record.name, user, record.timestamp_ms, record.args)
-    config = project.config
-    return engine.conversion_payouts(event, config, chain, l1_tier), engine.conversion_volumes(event, config, chain)
+    return project.rules.effects(engine.Conversion(record.name, user, record.timestamp_ms, record.args), chain, l1_tier)

@@ -6,7 +6,7 @@ import orjson
 
 from rewards.clickhouse_values import ch_datetime
 from rewards.domain.amounts import format_amount, to_points
-from rewards.domain.claim_checks import ClaimCheck, to_record
+from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payouts import Payout, Volume
 from schemas.records import (
     AffiliateRecord,
@@ -51,15 +51,57 @@ def code_use_source(record: CodeUseRecord) -> PayoutSource:
     return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms)
 
 
-def payout_id(source: PayoutSource, index: int) -> str:
+def payout_id(source: PayoutSource, index: int | str) -> str:
     return f"{source.source_type}:{source.source_id}:{index}"
 
 
 def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int) -> list[dict]:
-    return [_payout_row(source, index, payout, created_at_ms) for index, payout in enumerate(payouts)]
+    if not payouts:
+        return []
+    # What the rows of one source share, built once (a hot path: several payouts per event).
+    shared = {
+        "project_id": source.project_id,
+        "source_id": source.source_id,
+        "source_type": source.source_type,
+        "happened_at": ch_datetime(source.happened_at_ms),
+        "created_at": ch_datetime(created_at_ms),
+    }
+    prefix = payout_id(source, "")
+    return [
+        {
+            **shared,
+            "payout_id": f"{prefix}{index}",
+            "kind": payout.kind,
+            "role": payout.role,
+            "level": payout.level,
+            "recipient_identifier": payout.recipient.identifier,
+            "recipient_identifier_type": payout.recipient.identifier_type,
+            "amount": format_amount(payout.amount),
+            **_currency_columns(payout.currency),
+        }
+        for index, payout in enumerate(payouts)
+    ]
+
+
+_POINT_COLUMNS = {"currency": "point", "currency_chain_id": 0, "currency_name": "", "currency_decimals": 0}
+
+
+def _currency_columns(currency) -> dict:
+    if isinstance(currency, str):
+        return _POINT_COLUMNS if currency == "point" else {**_POINT_COLUMNS, "currency": currency}
+    return {
+        "currency": currency.address,
+        "currency_chain_id": currency.chain_id,
+        "currency_name": currency.name,
+        "currency_decimals": currency.decimals,
+    }
 
 
 def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
+    if not volumes:
+        return []
+    happened_at = ch_datetime(source.happened_at_ms)
+    base = format_amount(to_points(volumes[0].base))  # one conversion's volumes share its base
     return [
         {
             "project_id": source.project_id,
@@ -67,8 +109,8 @@ def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
             "level": volume.level,
             "affiliate_identifier_type": volume.affiliate.identifier_type,
             "affiliate_identifier": volume.affiliate.identifier,
-            "base": format_amount(to_points(volume.base)),
-            "happened_at": ch_datetime(source.happened_at_ms),
+            "base": base if volume.base is volumes[0].base else format_amount(to_points(volume.base)),
+            "happened_at": happened_at,
         }
         for volume in volumes
     ]
@@ -106,7 +148,26 @@ def affiliate_row(record: AffiliateRecord) -> dict:
 
 
 def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
-    return claim_check_record_row(to_record(project_id, check))
+    """claim_check_record_row(to_record(project_id, check)), without building and dumping the model (a check per
+    token payout)."""
+    return {
+        "project_id": project_id,
+        "id": check.id,
+        "user_identifier": check.user.identifier,
+        "user_identifier_type": check.user.identifier_type,
+        "currency_address": check.currency.address,
+        "currency_chain_id": check.currency.chain_id,
+        "currency_name": check.currency.name,
+        "currency_decimals": check.currency.decimals,
+        "amount": str(check.amount),
+        "reason": check.reason,
+        "status": check.status,
+        "hash": check.hash,
+        "source_id": check.source_id,
+        "version": check.version,
+        "created_at": ch_datetime(check.created_ms),
+        "claimed_at": None if check.claimed_ms is None else ch_datetime(check.claimed_ms),
+    }
 
 
 def claim_check_record_row(record: ClaimCheckRecord) -> dict:
@@ -115,29 +176,6 @@ def claim_check_record_row(record: ClaimCheckRecord) -> dict:
         **row,
         "created_at": ch_datetime(record.created_at_ms),
         "claimed_at": None if record.claimed_at_ms is None else ch_datetime(record.claimed_at_ms),
-    }
-
-
-def _payout_row(source: PayoutSource, index: int, payout: Payout, created_at_ms: int) -> dict:
-    currency = payout.currency
-    token = not isinstance(currency, str)
-    return {
-        "project_id": source.project_id,
-        "payout_id": payout_id(source, index),
-        "source_id": source.source_id,
-        "source_type": source.source_type,
-        "kind": payout.kind,
-        "role": payout.role,
-        "level": payout.level,
-        "recipient_identifier": payout.recipient.identifier,
-        "recipient_identifier_type": payout.recipient.identifier_type,
-        "amount": format_amount(payout.amount),
-        "currency": currency.address if token else currency,
-        "currency_chain_id": currency.chain_id if token else 0,
-        "currency_name": currency.name if token else "",
-        "currency_decimals": currency.decimals if token else 0,
-        "happened_at": ch_datetime(source.happened_at_ms),
-        "created_at": ch_datetime(created_at_ms),
     }
 
 

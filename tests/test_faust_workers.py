@@ -4,13 +4,18 @@ and the embedded SQLite state store, shared by path between the test and the wor
 import asyncio
 import contextlib
 import os
+import random
 import signal
+import socket
 import time
 import uuid
 
+import httpx
+import psutil
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
 from ingest_api.events.service import accept_events
@@ -358,3 +363,90 @@ async def test_a_failed_offset_commit_stops_the_worker_with_status_1_and_a_resta
     restarted = start_worker("after-failed-commit")
     await eventually(lambda: _expect_totals(warehouse, project, 4000), timeout_s=60)
     restarted.wait_for_log("following the recorded plan")  # the uncommitted delivery, read again under its plan
+
+
+# -- `rewards workers --processes N` ------------------------------------------------------------------------------
+
+
+async def test_processes_2_share_the_partitions_and_write_each_event_once(
+    kafka, event_log, warehouse, state, group_id, start_worker
+):
+    """One `rewards workers --processes 2` (here REWARDS_WORKER_PROCESSES, the option's variable): two worker
+    processes in the group, each writing deliveries of its own partitions, every event once."""
+    projects = await _projects_on_every_partition(state)
+    port = _free_port_pair()
+    parent = start_worker("processes", REWARDS_WORKER_PROCESSES="2", REWARDS_WORKER_METRICS_PORT=str(port))
+    children = await eventually(lambda: _children(parent, 2))
+    await eventually(lambda: _stable_with_members(kafka.url, group_id, 2), timeout_s=60, every_s=0.5)
+    events = {project: [_event(f"procs-{project[:8]}-{i}", i) for i in range(200)] for project in projects}
+    for project, project_events in events.items():
+        for first in range(0, len(project_events), 50):
+            batch = project_events[first : first + 50]
+            assert await accept_events(state, event_log, project, batch) == (len(batch), None)
+
+    for project, project_events in events.items():
+        await eventually(lambda p=project, n=len(project_events): _expect_totals(warehouse, p, n), timeout_s=60)
+    for project, project_events in events.items():
+        assert {await state.event_status(project, e.dedup_id) for e in project_events} == {"processed"}
+    # Each process wrote deliveries (child i serves its metrics on port + i): the partitions were shared.
+    assert all(_metric(port + i, "rewards_worker_deliveries_total") >= 1 for i in range(2))
+    assert len({child.pid for child in children}) == 2
+
+
+async def test_processes_fail_as_one_unit(start_worker):
+    """A child that dies (here SIGKILL) stops the other; the command exits 1, for its supervisor to restart them."""
+    parent = start_worker("processes-unit", REWARDS_WORKER_PROCESSES="2")
+    killed, other = await eventually(lambda: _children(parent, 2))
+    parent.wait_for_log("Worker ready")
+    killed.kill()
+    assert await asyncio.to_thread(parent.wait) == 1, parent.log()[-3000:]
+    assert not other.is_running() or other.status() == psutil.STATUS_ZOMBIE
+    assert "a worker process exited; stopping the others" in parent.log()
+
+
+async def _stable_with_members(bootstrap: str, group_id: str, count: int) -> None:
+    """The consumer group has settled with `count` members (each holds its share of the partitions)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (response,) = await admin.describe_consumer_groups([group_id])
+    except KafkaError as exc:  # no coordinator yet: the group is still forming
+        raise AssertionError(exc) from exc
+    finally:
+        await admin.close()
+    group = response.to_object()["groups"][0]
+    assert (group["state"], len(group["members"])) == ("Stable", count)
+
+
+async def _children(parent, count: int) -> list:
+    children = psutil.Process(parent.process.pid).children()
+    assert len(children) == count
+    return children
+
+
+async def _projects_on_every_partition(state) -> list[str]:
+    """Projects whose records land on every partition of the topic (a topic is keyed by project)."""
+    partitioner, partitions = DefaultPartitioner(), list(range(PARTITIONS))
+    by_partition: dict[int, str] = {}
+    while len(by_partition) < PARTITIONS:
+        project = await state.create_project("processes")
+        partition = partitioner(partition_key(project), partitions, partitions)
+        if partition not in by_partition:
+            await state.put_config(project, payout_config())
+            by_partition[partition] = project
+    return list(by_partition.values())
+
+
+def _free_port_pair() -> int:
+    """A port P with P + 1 free too, below the ephemeral range (where a client's connection could take P + 1)."""
+    for port in random.sample(range(20_000, 32_000, 2), 100):
+        with contextlib.suppress(OSError), socket.socket() as a, socket.socket() as b:
+            a.bind(("0.0.0.0", port))
+            b.bind(("0.0.0.0", port + 1))
+            return port
+    raise RuntimeError("no two consecutive free ports")
+
+
+def _metric(port: int, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))

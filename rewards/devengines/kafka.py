@@ -85,6 +85,46 @@ def _fetch(lib: Path) -> None:
         raise EngineUnavailable(f"kafka: Maven could not fetch the Kafka jars:\n{output}")
 
 
+def tools_classpath() -> str:
+    """The classpath of Kafka's own tools (`org.apache.kafka:kafka-tools`, e.g.
+    `org.apache.kafka.tools.ProducerPerformance`), for `java -cp`: the jars and their runtime dependencies,
+    fetched with Maven once (under a file lock) into a cache beside the broker's, which they do not include."""
+    pom = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.rewards</groupId><artifactId>kafka-tools-runtime</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId>
+      <version>{KAFKA_VERSION}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.24.3</version></dependency>
+  </dependencies>
+</project>
+"""
+    cache = cache_dir()
+    lib, complete = cache / "tools-lib", cache / ".tools-complete"
+    if complete.exists():
+        return f"{lib}/*"
+    with file_lock(cache / ".lock"):
+        if complete.exists():  # fetched by another process meanwhile
+            return f"{lib}/*"
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise EngineUnavailable("kafka: Maven (mvn) not found on PATH, needed once to fetch kafka-tools")
+        log.warning("kafka: fetching kafka-tools %s jars with Maven into %s (first use only)", KAFKA_VERSION, lib)
+        shutil.rmtree(lib, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "pom.xml").write_text(pom)
+            goal = ["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+            result = subprocess.run([mvn, "-q", "-B", "-f", f"{tmp}/pom.xml", *goal], capture_output=True, text=True)
+        if result.returncode != 0:
+            shutil.rmtree(lib, ignore_errors=True)
+            raise EngineUnavailable(
+                f"kafka: Maven could not fetch kafka-tools:\n{(result.stdout + result.stderr)[-2000:]}"
+            )
+        complete.touch()
+    return f"{lib}/*"
+
+
 def _java() -> str:
     java = shutil.which("java", path=f"{os.environ.get('JAVA_HOME', '')}/bin") or shutil.which("java")
     if java is None:

@@ -42,18 +42,8 @@ def conversion_payouts(
     l1_tier_id: str | None,
 ) -> list[Payout]:
     """Every payout one conversion event earns. `referrer_chain[0]` referred the event's user."""
-    rule = config.conversion_for(event.name)
-    payouts: list[Payout] = []
-    if rule is not None:
-        base = _base_amount(rule.base, event.args)
-        if base is not None:
-            payouts += _rule_payouts(rule, base, event.user, config, referrer_chain, l1_tier_id)
-    payouts += [
-        Payout("campaign_bonus", "user", 0, event.user, campaign.bonus, POINT)
-        for campaign in config.campaigns
-        if event.name in campaign.event_names and campaign.starts_at <= event.timestamp_ms < campaign.ends_at
-    ]
-    return _rounded(payouts)
+    rules = Rules(config)
+    return rules.payouts(event, rules.base(event), referrer_chain, l1_tier_id)
 
 
 @dataclass(frozen=True)
@@ -65,13 +55,8 @@ class Volume:
 
 def conversion_volumes(event: Conversion, config: PayoutConfig, referrer_chain: list[User]) -> list[Volume]:
     """The base amount of a conversion, counted once for each affiliate of the chain (API.md §4)."""
-    rule = config.conversion_for(event.name)
-    base = None if rule is None else _base_amount(rule.base, event.args)
-    if base is None or base <= 0:
-        return []
-    if base >= PAYOUT_LIMIT:
-        raise PayoutTooLarge(f"a base amount of {base} is not below the payout limit 10^48")
-    return [Volume(level, affiliate, base) for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1)]
+    rules = Rules(config)
+    return rules.volumes(rules.base(event), referrer_chain)
 
 
 def code_use_payouts(config: PayoutConfig, owner: User, referred: User) -> list[Payout]:
@@ -86,18 +71,66 @@ def code_use_payouts(config: PayoutConfig, owner: User, referred: User) -> list[
     )
 
 
-def _rule_payouts(rule, base, user, config, referrer_chain, l1_tier_id) -> list[Payout]:
-    payouts = []
-    reward = rule.end_user_reward
-    if reward is not None:
-        amount = reward.fixed if reward.fixed is not None else multiply(reward.rate, base)
-        payouts.append(Payout("end_user_reward", "user", 0, user, amount, rule.currency))
-    tier = config.effective_tier(l1_tier_id) if referrer_chain else None
-    if tier is not None:
-        for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1):
-            amount = multiply(base, tier.rates.at_level(level))
-            payouts.append(Payout("affiliate_commission", "affiliate", level, affiliate, amount, rule.currency))
-    return payouts
+class Rules:
+    """A configuration's rules as the engine applies them, looked up once (per delivery in the workers) rather than
+    once per event: each event name's conversion rule, the tiers by id, the campaigns. The arithmetic per event is
+    then a few exact multiplications and roundings."""
+
+    def __init__(self, config: PayoutConfig):
+        self.config = config
+        self._rules = {rule.event_name: rule for rule in reversed(config.conversions)}  # the first of a name wins
+        self._tiers = {tier.id: tier for tier in reversed(config.tiers)}
+        self._default_tier = self._tiers.get(config.default_tier)
+        self.campaigns = config.campaigns
+
+    def pays(self, name: str) -> bool:
+        """Whether an event of this name can earn anything (a conversion rule, or any campaign)."""
+        return name in self._rules or bool(self.campaigns)
+
+    def base(self, event: Conversion) -> Decimal | None:
+        """The event's base amount under its rule; None without a rule or without the argument it is a rate of."""
+        rule = self._rules.get(event.name)
+        return None if rule is None else _base_amount(rule.base, event.args)
+
+    def effects(
+        self, event: Conversion, referrer_chain: list[User], l1_tier_id: str | None
+    ) -> tuple[list[Payout], list[Volume]]:
+        """conversion_payouts and conversion_volumes at once, the base amount computed once."""
+        base = self.base(event)
+        return self.payouts(event, base, referrer_chain, l1_tier_id), self.volumes(base, referrer_chain)
+
+    def payouts(
+        self, event: Conversion, base: Decimal | None, referrer_chain: list[User], l1_tier_id: str | None
+    ) -> list[Payout]:
+        rule = self._rules.get(event.name)
+        payouts: list[Payout] = []
+        if rule is not None and base is not None:
+            reward = rule.end_user_reward
+            if reward is not None:
+                amount = reward.fixed if reward.fixed is not None else multiply(reward.rate, base)
+                _add_rounded(payouts, "end_user_reward", "user", 0, event.user, amount, rule.currency)
+            tier = self._tier(l1_tier_id) if referrer_chain else None
+            if tier is not None:
+                r = tier.rates
+                rates = (r.r1, r.r2, r.r3, r.r4)
+                for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1):
+                    amount = multiply(base, rates[level - 1])
+                    _add_rounded(payouts, "affiliate_commission", "affiliate", level, affiliate, amount, rule.currency)
+        for campaign in self.campaigns:
+            if event.name in campaign.event_names and campaign.starts_at <= event.timestamp_ms < campaign.ends_at:
+                _add_rounded(payouts, "campaign_bonus", "user", 0, event.user, campaign.bonus, POINT)
+        return payouts
+
+    def volumes(self, base: Decimal | None, referrer_chain: list[User]) -> list[Volume]:
+        if base is None or base <= 0:
+            return []
+        if base >= PAYOUT_LIMIT:
+            raise PayoutTooLarge(f"a base amount of {base} is not below the payout limit 10^48")
+        return [Volume(level, affiliate, base) for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1)]
+
+    def _tier(self, own_tier: str | None):
+        """PayoutConfig.effective_tier: the referrer's own tier, else the default one."""
+        return self._tiers.get(own_tier) or self._default_tier
 
 
 def _base_amount(base, args: dict) -> Decimal | None:
@@ -118,14 +151,19 @@ class PayoutTooLarge(ValueError):
 
 def _rounded(payouts: list[Payout]) -> list[Payout]:
     """Points keep 18 places, tokens become raw integers; a payout rounding to zero is not written."""
-    result = []
-    for payout in payouts:
-        if isinstance(payout.currency, TokenCurrency):
-            amount = to_raw_token_units(payout.amount, payout.currency.decimals)
-        else:
-            amount = to_points(payout.amount)
-        if amount >= PAYOUT_LIMIT:
-            raise PayoutTooLarge(f"a {payout.kind} of {amount} is not below the payout limit 10^48")
-        if amount > 0:
-            result.append(Payout(payout.kind, payout.role, payout.level, payout.recipient, amount, payout.currency))
+    result: list[Payout] = []
+    for p in payouts:
+        _add_rounded(result, p.kind, p.role, p.level, p.recipient, p.amount, p.currency)
     return result
+
+
+def _add_rounded(
+    payouts: list[Payout], kind: str, role: str, level: int, recipient: User, amount: Decimal, currency
+) -> None:
+    """Append the payout with its amount rounded (see _rounded), unless that is zero."""
+    token = isinstance(currency, TokenCurrency)
+    amount = to_raw_token_units(amount, currency.decimals) if token else to_points(amount)
+    if amount >= PAYOUT_LIMIT:
+        raise PayoutTooLarge(f"a {kind} of {amount} is not below the payout limit 10^48")
+    if amount > 0:
+        payouts.append(Payout(kind, role, level, recipient, amount, currency))

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # outbox's rows; one per accepted batch), the events endpoints answer 503 with Retry-After (0: never).
     max_backlog: int = 20_000
     worker_batch_wait_s: float = 0.05  # how long a worker waits to fill a batch
+    # Production HTTP services: a resolved API key is kept this long per process (seconds; 0: ask Redis on every
+    # request). A revoked key or deleted project still reaches every process within 1 s (rewards.keys.KeyCache).
+    key_cache_ttl: float = Field(3.0, ge=0, le=60)
 
     def require_engines(self) -> None:
         missing = [

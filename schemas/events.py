@@ -1,7 +1,10 @@
 """Conversion events as clients send them (API.md §3), and their validation into records."""
 
+import re
 from dataclasses import dataclass
+from typing import Annotated
 
+import msgspec
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,7 +70,16 @@ def parse_json(body: bytes) -> object:
 def validate_batch(payload: object) -> list[ValidEvent]:
     """Every event of the batch, or InvalidEvents naming each bad index.
 
-    The shape of the whole batch is checked in one call into pydantic's core (a call per event cost
+    A batch is first taken at once (`_batch_at_once`: one call into msgspec for its shape, then the few checks
+    only Python knows, each the cheapest that is exact); that path only ever accepts, never words an error.
+    Anything it does not accept is checked by `_checked_batch`, which says what is wrong (or, rarely, accepts
+    what the first path would not vouch for): the messages are its own, whatever the first path thought."""
+    events = _batch_at_once(payload)
+    return _checked_batch(payload) if events is None else events
+
+
+def _checked_batch(payload: object) -> list[ValidEvent]:
+    """The shape of the whole batch is checked in one call into pydantic's core (a call per event cost
     several times more); then what only Python knows (identifiers, timestamps, amounts) event by event.
     A batch that fails the first step is checked again event by event, to name every problem."""
     raw_events = payload.get("events") if isinstance(payload, dict) else None
@@ -108,6 +120,11 @@ def _event_messages(raw: object, prefix: str, messages: list[str]) -> ValidEvent
 
 
 def validate_event(raw: object) -> ValidEvent:
+    event = _event_at_once(raw)
+    return _checked_event(raw) if event is None else event
+
+
+def _checked_event(raw: object) -> ValidEvent:
     if not isinstance(raw, dict):
         raise InvalidEvents(["event must be an object"])
     _check_raw([raw], single=True)
@@ -194,3 +211,121 @@ def _user_of(event: EventIn, dot: str, messages: list[str]) -> tuple[str, str]:
     except InvalidIdentifier as exc:
         messages.append(f"{dot}{exc}")
         return "", ""
+
+
+# -- taking a valid batch at once --------------------------------------------------------------------
+#
+# The same rules as above, each by the cheapest exact means; a batch is accepted here only if the checked path
+# would accept it and make the very same events of it (tests/test_events_at_once.py holds the two paths equal
+# on generated batches, valid and not). Anything else returns None, and the checked path answers. msgspec's
+# shape check accepts nothing pydantic's refuses (the same strict types and lengths, in characters; it refuses
+# some that pydantic takes, such as integers past 64 bits, which the checked path then takes).
+
+
+class _User(msgspec.Struct, forbid_unknown_fields=True):
+    identifier: str
+    identifier_type: str
+
+
+class _Event(msgspec.Struct, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    dedup_id: Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+    user_identifier: str | None = None
+    user_identifier_type: str | None = None
+    user: _User | None = None
+    timestamp: str | int | None = None
+    args: dict | None = None
+    metadata: dict | None = None
+
+
+class _Batch(msgspec.Struct, forbid_unknown_fields=True):
+    events: Annotated[list[_Event], msgspec.Meta(min_length=1, max_length=MAX_EVENTS_PER_BATCH)]
+
+
+# Amounts parse_amount accepts without a doubt (at most 30 integer and 18 fractional digits, before any leading
+# or trailing zeros are dropped); any other amount is asked of parse_amount itself.
+_PLAIN_AMOUNT = re.compile(r"[0-9]{1,30}(?:\.[0-9]{1,18})?", re.ASCII)
+
+
+def _batch_at_once(payload: object) -> list[ValidEvent] | None:
+    raw_events = payload.get("events") if isinstance(payload, dict) else None
+    if not isinstance(raw_events, list) or not _small_and_shallow(raw_events):
+        return None
+    try:
+        events = msgspec.convert(payload, _Batch).events
+    except msgspec.ValidationError:
+        return None
+    times: dict[str | int, int] = {}
+    valid = [_valid_at_once(event, times) for event in events]
+    return None if None in valid else valid
+
+
+def _event_at_once(raw: object) -> ValidEvent | None:
+    if not isinstance(raw, dict) or not _small_and_shallow([raw]):
+        return None
+    try:
+        event = msgspec.convert(raw, _Event)
+    except msgspec.ValidationError:
+        return None
+    return _valid_at_once(event, {})
+
+
+def _small_and_shallow(raw_events: list) -> bool:
+    """Every event an object of at most MAX_EVENT_BYTES, none of its fields nested deeper than MAX_NESTING: a
+    field that deep holds more than MAX_NESTING opening brackets, so an event holding fewer (in its text,
+    strings included) has none. Others (rare) are left to _check_raw's walk."""
+    for raw in raw_events:
+        if not isinstance(raw, dict):
+            return False
+        try:
+            text = orjson.dumps(raw)
+        except orjson.JSONEncodeError:
+            return False
+        if len(text) > MAX_EVENT_BYTES or text.count(b"{") + text.count(b"[") > MAX_NESTING:
+            return False
+    return True
+
+
+def _valid_at_once(event: _Event, times: dict[str | int, int]) -> ValidEvent | None:
+    """_valid's event if it finds no problem, else None. `times`: timestamps already parsed in the batch."""
+    identifier, identifier_type = event.user_identifier, event.user_identifier_type
+    if event.user is not None:
+        identifier = identifier or event.user.identifier
+        identifier_type = identifier_type or event.user.identifier_type
+    if identifier is None or identifier_type is None:
+        return None
+    try:
+        identifier = canonical_identifier(identifier, identifier_type)
+    except InvalidIdentifier:
+        return None
+    args = event.args
+    if args is not None:
+        for key in ("value", "revenue"):
+            if key not in args:
+                continue
+            arg = args[key]
+            if not isinstance(arg, dict) or "amount" not in arg:
+                return None
+            amount = arg["amount"]
+            if not (type(amount) is str and _PLAIN_AMOUNT.fullmatch(amount)):
+                try:
+                    parse_amount(amount)
+                except LimitError:
+                    return None
+    timestamp_ms = None
+    if event.timestamp is not None:
+        timestamp_ms = times.get(event.timestamp)
+        if timestamp_ms is None:
+            try:
+                timestamp_ms = times[event.timestamp] = parse_time_ms(event.timestamp)
+            except InvalidTimestamp:
+                return None
+    return ValidEvent(
+        name=event.name,
+        dedup_id=event.dedup_id,
+        user_identifier=identifier,
+        user_identifier_type=identifier_type,
+        timestamp_ms=timestamp_ms,
+        args=args or {},
+        metadata=event.metadata or {},
+    )

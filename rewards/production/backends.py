@@ -1,14 +1,16 @@
 """The production shape's adapters: Redis, Kafka and a ClickHouse server, chosen by environment."""
 
+import asyncio
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
 from rewards.backends import Backends
 from rewards.backpressure import Backpressure
 from rewards.ratelimit import RateLimiter
 from rewards.settings import Settings
-
-
-def limits_storage_uri(redis_url: str) -> str:
-    """The `limits` library's URI for the same Redis: every process then shares the same windows."""
-    return "async+" + redis_url
 
 
 async def open_production(settings: Settings, *, publishes: bool, reads_warehouse: bool) -> Backends:
@@ -21,16 +23,18 @@ async def open_production(settings: Settings, *, publishes: bool, reads_warehous
     settings.require_engines()
     warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url) if reads_warehouse else None
     # Redis keeps exact dedup ids for the hot window; past it, the warehouse's dedup_ids answers.
-    archive = WarehouseDedupArchive(warehouse) if warehouse is not None else None
+    archive = GroupedArchive(WarehouseDedupArchive(warehouse)) if warehouse is not None else None
     state = await open_redis_state(settings.redis_url, settings, archive)
     log, backpressure = None, None
     if publishes:
         log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)
         lag = await KafkaLag.start(settings.kafka_bootstrap_servers, settings.worker_group_id)
         backpressure = Backpressure(lag, settings.max_backlog, owns_source=True)
-    # redis-py, the client the state store uses too (limits defaults to coredis for async Redis).
+    # The windows in Redis, shared by every process (one script per call: rewards.ratelimit.HIT). No automatic
+    # retries: a call counted twice would be a call too many.
     limiter = RateLimiter(
-        settings.rate_limits, storage_uri=limits_storage_uri(settings.redis_url), implementation="redispy"
+        settings.rate_limits,
+        redis=Redis.from_url(settings.redis_url, decode_responses=True, retry=Retry(NoBackoff(), 0)),
     )
     return Backends(
         settings=settings,
@@ -41,3 +45,73 @@ async def open_production(settings: Settings, *, publishes: bool, reads_warehous
         limiter=limiter,
         backpressure=backpressure,
     )
+
+
+class GroupedArchive:
+    """The DedupArchive port, asking the archive once for the lookups of a project that wait together.
+
+    A lookup (an ingested batch's fresh ids) costs ClickHouse about 5-6 ms of CPU whatever its size, and the
+    ingest process about 2 ms; 400 ids at once cost 7.5 and 4 ms. So while a project's query is out, the lookups
+    of that project that come in wait for it, then go as one query (at most MAX_IDS ids; several if more), and
+    each gets the answer for its own ids. A lookup that finds no query out goes at once (no wait when idle). A
+    failure fails every lookup of the query (each batch is refused, as it would have been alone)."""
+
+    MAX_IDS = 2000
+
+    def __init__(self, archive):
+        self._archive = archive
+        self._waiting: dict[tuple[str, float], list[tuple[Sequence[str], asyncio.Future]]] = {}
+        self._asking: set[asyncio.Task] = set()
+
+    async def known_among(self, project_id: str, dedup_ids: Sequence[str], window_s: float) -> dict[str, str]:
+        group = (project_id, window_s)
+        answer = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.get(group)
+        if waiting is not None:  # a query of this project is out: go with the next one
+            waiting.append((dedup_ids, answer))
+            return await answer
+        self._waiting[group] = [(dedup_ids, answer)]
+        asking = asyncio.create_task(self._ask(group))
+        self._asking.add(asking)
+        asking.add_done_callback(self._asking.discard)
+        return await answer
+
+    async def _ask(self, group: tuple[str, float]) -> None:
+        """Queries for the group's waiting lookups until none is left (lookups arriving meanwhile join)."""
+        try:
+            while lookups := self._take(group):
+                ids = list(dict.fromkeys(d for dedup_ids, _ in lookups for d in dedup_ids))
+                try:
+                    known = await self._archive.known_among(group[0], ids, group[1])
+                except Exception as exc:
+                    for _, answer in lookups:
+                        if not answer.done():
+                            answer.set_exception(exc)
+                    continue
+                except BaseException:
+                    for _, answer in lookups:
+                        answer.cancel()
+                    raise
+                for dedup_ids, answer in lookups:
+                    if not answer.done():
+                        answer.set_result({d: known[d] for d in dedup_ids if d in known})
+        finally:
+            for _, answer in self._waiting.pop(group, []):  # (a cancellation) nobody left to ask for them
+                if not answer.done():
+                    answer.cancel()
+
+    def _take(self, group: tuple[str, float]) -> list[tuple[Sequence[str], asyncio.Future]]:
+        """The waiting lookups of the next query (MAX_IDS ids at most, one lookup at least); an empty list ends."""
+        waiting = self._waiting.get(group, [])
+        taken, size = [], 0
+        while waiting and (not taken or size + len(waiting[0][0]) <= self.MAX_IDS):
+            lookup = waiting.pop(0)
+            if not lookup[1].done():  # its request was cancelled meanwhile
+                taken.append(lookup)
+                size += len(lookup[0])
+        if not taken:
+            self._waiting.pop(group, None)
+        return taken
+
+    async def close(self) -> None:
+        await self._archive.close()

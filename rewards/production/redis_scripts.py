@@ -62,9 +62,29 @@ end
 """
 )
 
+# Key changes (a key revoked, a project deleted) are published with the change, in the same script, so that no
+# process keeps serving a cached key for longer than its bound (rewards.keys.KeyCache). ARGV[2] the channel,
+# ARGV[3] the message. They return {changed (1 or 0), how many processes the message reached}.
+
+# KEYS: the project hash; ARGV: now (ms), channel, message.
 DELETE_PROJECT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HSETNX', KEYS[1], 'deleted_ms', ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+if redis.call('HSETNX', KEYS[1], 'deleted_ms', ARGV[1]) == 0 then return {0, 0} end
+return {1, redis.call('PUBLISH', ARGV[2], ARGV[3])}
+"""
+
+# KEYS: the API key hash; ARGV: now (ms), channel, message.
+REVOKE_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+redis.call('HSET', KEYS[1], 'revoked_ms', ARGV[1])
+return {1, redis.call('PUBLISH', ARGV[2], ARGV[3])}
+"""
+
+# KEYS: the acknowledgements of one key change (list); ARGV: their TTL (ms). A process applied the change.
+ACK_KEY_CHANGE = """
+redis.call('RPUSH', KEYS[1], 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
 """
 
 # KEYS: outbox, outbox_records, affiliates; ARGV: the entry (4), user, affiliate (JSON).
@@ -371,6 +391,8 @@ return 0
 @dataclass(frozen=True)
 class Scripts:
     delete_project: AsyncScript
+    revoke_key: AsyncScript
+    ack_key_change: AsyncScript
     create_affiliate: AsyncScript
     undo_affiliate: AsyncScript
     create_codes: AsyncScript
@@ -396,6 +418,8 @@ class Scripts:
     def register(cls, redis: Redis) -> "Scripts":
         sources = {
             "delete_project": DELETE_PROJECT,
+            "revoke_key": REVOKE_KEY,
+            "ack_key_change": ACK_KEY_CHANGE,
             "create_affiliate": CREATE_AFFILIATE,
             "undo_affiliate": UNDO_AFFILIATE,
             "create_codes": CREATE_CODES,

@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 
 from bench.context import Context
 from bench.report import Figure
+from bench.workers import CONFIG  # the same payout configuration as the workers suite
 
 SECTION = "ceiling"
 BATCH = 100  # events per batch (bench.load.BATCH)
@@ -96,19 +97,6 @@ DEPENDS = {
     ("embedded", PROCESSED): (CHDB,),
 }
 PIPELINE_NAMES = {ACCEPTED: "accepted events/s (POST /events/batch)", PROCESSED: "processed events/s"}
-
-CONFIG = {
-    "default_tier": "base",
-    "tiers": [
-        {"id": "base", "name": "Base", "rank": 1, "rates": {"r1": "0.1", "r2": "0.05", "r3": "0.02", "r4": "0.01"}},
-        {"id": "gold", "name": "Gold", "rank": 2, "rates": {"r1": "0.2", "r2": "0.1", "r3": "0.05", "r4": "0.02"}},
-    ],
-    "conversions": [{"event_name": "purchase", "base": {"rate_of": "value", "rate": "1"}, "currency": "point",
-                     "end_user_reward": {"rate": "0.1"}}],
-    "referral_reward": {"referrer": "50", "referred": "10"},
-    "campaigns": [{"id": "bench", "event_names": ["purchase"], "starts_at": "2020-01-01T00:00:00Z",
-                   "ends_at": "2299-01-01T00:00:00Z", "bonus": "1.5"}],
-}  # fmt: skip
 
 
 # -- the ratios ---------------------------------------------------------------------------------

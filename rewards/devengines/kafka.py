@@ -59,37 +59,11 @@ def start_kafka(work_dir: Path) -> Engine:
 
 
 def runtime_jars() -> Path:
-    cache = cache_dir()
-    lib, complete = cache / "lib", cache / ".complete"
-    if not complete.exists():
-        with file_lock(cache / ".lock"):
-            if not complete.exists():
-                _fetch(lib)
-                complete.touch()
-    return lib
+    return _cached_jars("lib", ".complete", _POM, "the Kafka jars")
 
 
-def _fetch(lib: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise EngineUnavailable("kafka: Maven (mvn) not found on PATH, needed once to fetch the Kafka jars")
-    log.warning("kafka: fetching Kafka %s jars with Maven into %s (first run only)", KAFKA_VERSION, lib)
-    shutil.rmtree(lib, ignore_errors=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "pom.xml").write_text(_POM)
-        goal = ["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
-        result = subprocess.run([mvn, "-q", "-B", "-f", f"{tmp}/pom.xml", *goal], capture_output=True, text=True)
-    if result.returncode != 0:
-        shutil.rmtree(lib, ignore_errors=True)
-        output = (result.stdout + result.stderr)[-2000:]
-        raise EngineUnavailable(f"kafka: Maven could not fetch the Kafka jars:\n{output}")
-
-
-def tools_classpath() -> str:
-    """The classpath of Kafka's own tools (`org.apache.kafka:kafka-tools`, e.g.
-    `org.apache.kafka.tools.ProducerPerformance`), for `java -cp`: the jars and their runtime dependencies,
-    fetched with Maven once (under a file lock) into a cache beside the broker's, which they do not include."""
-    pom = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+# Kafka's own tools (the broker's jars do not include them): `org.apache.kafka.tools.ProducerPerformance` and the like.
+_TOOLS_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.rewards</groupId><artifactId>kafka-tools-runtime</artifactId><version>1</version>
   <dependencies>
@@ -100,29 +74,40 @@ def tools_classpath() -> str:
   </dependencies>
 </project>
 """
+
+
+def tools_classpath() -> str:
+    """The classpath of Kafka's own tools (`org.apache.kafka:kafka-tools`), for `java -cp`: its jars and their
+    runtime dependencies, fetched with Maven once into a cache beside the broker's."""
+    return f"{_cached_jars('tools-lib', '.tools-complete', _TOOLS_POM, 'kafka-tools')}/*"
+
+
+def _cached_jars(lib_name: str, marker: str, pom: str, what: str) -> Path:
+    """The runtime jars of `pom` in the cache, fetched once (under a file lock shared by every fetch)."""
     cache = cache_dir()
-    lib, complete = cache / "tools-lib", cache / ".tools-complete"
-    if complete.exists():
-        return f"{lib}/*"
-    with file_lock(cache / ".lock"):
-        if complete.exists():  # fetched by another process meanwhile
-            return f"{lib}/*"
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise EngineUnavailable("kafka: Maven (mvn) not found on PATH, needed once to fetch kafka-tools")
-        log.warning("kafka: fetching kafka-tools %s jars with Maven into %s (first use only)", KAFKA_VERSION, lib)
+    lib, complete = cache / lib_name, cache / marker
+    if not complete.exists():
+        with file_lock(cache / ".lock"):
+            if not complete.exists():  # (or fetched by another process meanwhile)
+                _fetch(lib, pom, what)
+                complete.touch()
+    return lib
+
+
+def _fetch(lib: Path, pom: str, what: str) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise EngineUnavailable(f"kafka: Maven (mvn) not found on PATH, needed once to fetch {what}")
+    log.warning("kafka: fetching %s (Kafka %s) with Maven into %s (first run only)", what, KAFKA_VERSION, lib)
+    shutil.rmtree(lib, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "pom.xml").write_text(pom)
+        goal = ["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+        result = subprocess.run([mvn, "-q", "-B", "-f", f"{tmp}/pom.xml", *goal], capture_output=True, text=True)
+    if result.returncode != 0:
         shutil.rmtree(lib, ignore_errors=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "pom.xml").write_text(pom)
-            goal = ["dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
-            result = subprocess.run([mvn, "-q", "-B", "-f", f"{tmp}/pom.xml", *goal], capture_output=True, text=True)
-        if result.returncode != 0:
-            shutil.rmtree(lib, ignore_errors=True)
-            raise EngineUnavailable(
-                f"kafka: Maven could not fetch kafka-tools:\n{(result.stdout + result.stderr)[-2000:]}"
-            )
-        complete.touch()
-    return f"{lib}/*"
+        output = (result.stdout + result.stderr)[-2000:]
+        raise EngineUnavailable(f"kafka: Maven could not fetch {what}:\n{output}")
 
 
 def _java() -> str:

@@ -4,7 +4,7 @@ ClickHouse server, Redis state), with its time split by step.
 
 - **Deliveries:** messages of 100 conversions as `bench/load.py` posts them (a purchase with an amount, metadata),
   as many as a full delivery of each shape holds: embedded 50 messages (the worker's `MAX_DELIVERIES`), mixing 4
-  projects (the outbox's order); production `REWARDS_WORKER_BATCH_SIZE` records (2,000 by default) of one project
+  projects (the outbox's order); production `REWARDS_WORKER_BATCH_SIZE` records (10,000 by default) of one project
   (the topic is keyed by project, and a delivery is cut from one partition), the next delivery the next project.
   5% of the users are referred through a 4-level chain whose first level is a gold-tier affiliate. The
   configuration has two tiers, an end-user reward and a campaign bonus, so a purchase pays 2 payouts, a referred

@@ -9,8 +9,8 @@
 -- The workers insert these rows last in each delivery, under the delivery's token: an id found here means every
 -- row of its record was written. The query bounds the window exactly; the TTL only frees the disk (a window
 -- longer than 35 days needs `ALTER TABLE dedup_ids MODIFY TTL toDateTime(accepted_at) + INTERVAL N DAY`).
--- Granules of 1,024 rows: a batch looks up ~100 ids scattered across the table (256 measured no faster, 4x the
--- index RAM).
+-- Granules of 1,024 rows: a batch looks up ~100 ids scattered across the table (005 makes them 256 rows in 4 KB
+-- compression blocks).
 CREATE TABLE IF NOT EXISTS dedup_ids
 (
     project_id String,

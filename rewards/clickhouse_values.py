@@ -2,6 +2,7 @@
 
 import functools
 import time
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
 
@@ -65,3 +66,26 @@ def _literal(value: object) -> str:
     if isinstance(value, int | float | Decimal):
         return str(value)
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# A ClickHouse server reads each query parameter as one HTTP form field of at most `http_max_field_value_size`
+# (128 KiB by default; a server setting, which a query's own settings cannot raise): a delivery's 10,000 ids in
+# one Array(String) parameter are refused ("Field value too long"). So a list that grows with the input goes in
+# chunks, each well under that bound however its text is escaped.
+PARAM_BYTES = 64 * 1024
+
+
+def param_chunks(values: Iterable[str], max_bytes: int = PARAM_BYTES) -> Iterator[list[str]]:
+    """`values` in order, cut into lists whose Array(String) parameter text stays under `max_bytes` (each element
+    counted as if every byte were escaped, plus its quotes and comma); never an empty list."""
+    chunk: list[str] = []
+    size = 0
+    for value in values:
+        cost = 2 * len(value.encode()) + 3
+        if chunk and size + cost > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(value)
+        size += cost
+    if chunk:
+        yield chunk

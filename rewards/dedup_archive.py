@@ -3,12 +3,13 @@
 
 Two readers: the ingest edge (`WarehouseDedupArchive`, the DedupArchive port: event ids past Redis's hot window)
 and the workers (`written_among`: every id of a delivery Redis has not marked done, and state changes).
-One query per call, by primary key (project_id, kind, dedup_id): ClickHouse reads one 1,024-row granule per id
-at most.
+One query per chunk of ids (rewards.clickhouse_values.param_chunks), by primary key (project_id, kind, dedup_id):
+ClickHouse reads one 256-row granule per id at most (migration 005).
 """
 
 from collections.abc import Iterable, Sequence
 
+from rewards.clickhouse_values import param_chunks
 from rewards.domain.timestamps import now_ms
 from rewards.ports import ArchiveUnavailable, Warehouse
 
@@ -28,16 +29,12 @@ async def written_among(
 ) -> dict[tuple[str, str], str]:
     """Those of `keys` ((kind, id) pairs) written within the last `window_s`: (kind, id) → `processed` | `failed`."""
     keys = set(keys)
-    if not keys:
-        return {}
-    params = {
-        "project_id": project_id,
-        "kinds": sorted({kind for kind, _ in keys}),
-        "ids": sorted({dedup_id for _, dedup_id in keys}),
-        "cutoff_ms": now_ms() - int(window_s * 1000),
-    }
-    rows = await warehouse.query(WRITTEN_AMONG, params)
-    found = {(row["kind"], row["dedup_id"]): "failed" if int(row["failed"]) else "processed" for row in rows}
+    kinds, cutoff_ms = sorted({kind for kind, _ in keys}), now_ms() - int(window_s * 1000)
+    found: dict[tuple[str, str], str] = {}
+    for ids in param_chunks(sorted({dedup_id for _, dedup_id in keys})):  # one query per chunk
+        params = {"project_id": project_id, "kinds": kinds, "ids": ids, "cutoff_ms": cutoff_ms}
+        for row in await warehouse.query(WRITTEN_AMONG, params):
+            found[(row["kind"], row["dedup_id"])] = "failed" if int(row["failed"]) else "processed"
     return {key: status for key, status in found.items() if key in keys}
 
 

@@ -25,6 +25,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from rewards import dedup_archive
+from rewards.clickhouse_values import param_chunks
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
 from rewards.domain.limits import check_time_ms
@@ -264,16 +265,23 @@ async def _projects_of(records: list, state: StateStore, warehouse: Warehouse) -
 
 
 # A code belongs to one owner: the owner columns only narrow the read to the primary key's range. (No tuple
-# parameters: see rewards.clickhouse_values.)
-REFERRALS_OF = """
-SELECT 'code' AS what, code AS code, '' AS user_type, '' AS user_id, count() AS n FROM referrals
+# parameters: see rewards.clickhouse_values.) Each list goes in chunks (param_chunks), so each query's figures add
+# up across chunks: a code's referrals, and those of them that are this delivery's own uses, are counted apart.
+REFERRALS_OF_CODES = """
+SELECT code, count() AS n FROM referrals
 WHERE project_id = {project:String} AND referrer_identifier_type IN {owner_types:Array(String)}
   AND referrer_identifier IN {owners:Array(String)} AND code IN {codes:Array(String)}
-  AND use_id NOT IN {uses:Array(String)}
 GROUP BY code
-UNION ALL
-SELECT DISTINCT 'user', '', user_identifier_type, user_identifier, 1 FROM referrals
-WHERE project_id = {project:String} AND user_identifier IN {users:Array(String)} AND use_id NOT IN {uses:Array(String)}
+"""
+OWN_USES_OF_CODES = """
+SELECT code, count() AS n FROM referrals
+WHERE project_id = {project:String} AND referrer_identifier_type IN {owner_types:Array(String)}
+  AND referrer_identifier IN {owners:Array(String)} AND code IN {codes:Array(String)} AND use_id IN {uses:Array(String)}
+GROUP BY code
+"""
+REFERRALS_OF_USERS = """
+SELECT DISTINCT user_identifier_type AS user_type, user_identifier AS user_id, use_id FROM referrals
+WHERE project_id = {project:String} AND user_identifier IN {users:Array(String)}
 """
 
 
@@ -282,20 +290,27 @@ async def _referrals_of(warehouse: Warehouse, project_id: str, uses: list[CodeUs
     delivery written again after a crash in its middle finds its own)."""
     if not uses:
         return _Referrals()
-    params = {
+    own = {u.use_id for u in uses}
+    owners = {
         "project": project_id,
         "owner_types": sorted({u.owner_identifier_type for u in uses}),
         "owners": sorted({u.owner_identifier for u in uses}),
-        "codes": sorted({u.code for u in uses}),
-        "users": sorted({u.user_identifier for u in uses}),
-        "uses": sorted({u.use_id for u in uses}),
     }
-    found = await warehouse.query(REFERRALS_OF, params)
+    counts: dict[str, int] = defaultdict(int)
+    for codes in param_chunks(sorted({u.code for u in uses})):
+        for row in await warehouse.query(REFERRALS_OF_CODES, {**owners, "codes": codes}):
+            counts[row["code"]] += int(row["n"])
+    for chunk in param_chunks(sorted(own)):
+        in_chunk = set(chunk)
+        codes = sorted({u.code for u in uses if u.use_id in in_chunk})
+        for row in await warehouse.query(OWN_USES_OF_CODES, {**owners, "codes": codes, "uses": chunk}):
+            counts[row["code"]] -= int(row["n"])
     users = {User(u.user_identifier, u.user_identifier_type) for u in uses}
-    return _Referrals(
-        uses={r["code"]: int(r["n"]) for r in found if r["what"] == "code"},
-        referred={User(r["user_id"], r["user_type"]) for r in found if r["what"] == "user"} & users,
-    )
+    referred = set()
+    for chunk in param_chunks(sorted({u.user_identifier for u in uses})):
+        found = await warehouse.query(REFERRALS_OF_USERS, {"project": project_id, "users": chunk})
+        referred |= {User(r["user_id"], r["user_type"]) for r in found if r["use_id"] not in own}
+    return _Referrals(uses={code: n for code, n in counts.items() if n > 0}, referred=referred & users)
 
 
 async def _config_of(project_id: str, state: StateStore) -> engine.Rules | _Unusable:

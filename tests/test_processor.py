@@ -14,6 +14,7 @@ from rewards.production.redis_keys import ProjectKeys
 from rewards.settings import Settings
 from schemas.records import CodeUseRecord, ConversionRecord
 from stream_workers.processor import process_delivery
+from tests.test_migrations import server_place  # noqa: F401 (a fixture)
 from tests.test_payouts import CONFIG
 from tests.test_state_contract import redis_url  # noqa: F401 (a fixture)
 
@@ -189,3 +190,40 @@ async def test_uses_of_one_delivery_count_against_each_other(backends):
     await process_delivery(delivery, backends.state, failing)  # its own referrals do not count against it
     assert await points_of(backends, project_id) == {OWNER.identifier: "50", ALICE.identifier: "10"}
     assert len(await dead_letters(backends, project_id)) == 1
+
+
+@pytest.fixture(params=["chdb", "clickhouse"])
+async def warehouses(request, tmp_path):
+    """The embedded backends, their warehouse in-process (chdb) or a database of its own on a ClickHouse server."""
+    backends = await open_embedded(Settings(data_dir=tmp_path))
+    if request.param == "clickhouse":
+        await backends.warehouse.close()
+        backends.warehouse = await request.getfixturevalue("server_place").open()
+        await backends.warehouse.migrate()
+    yield backends
+    await backends.close()
+
+
+async def test_a_full_delivery_with_the_longest_ids_is_written_once(warehouses):
+    """A delivery of REWARDS_WORKER_BATCH_SIZE records, dedup ids as long as the edge takes, thousands of code uses:
+    each list the worker asks the warehouse about goes in chunks (a ClickHouse server refuses any query parameter
+    over 128 KiB, and the delivery was retried forever), and a delivery cut short finds its own referrals still."""
+    backends = warehouses
+    project_id = await backends.state.create_project("p")
+    await backends.state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    n_uses = 4000
+    ids = [f"{i:06d}".ljust(255, "x") for i in range(Settings().worker_batch_size - n_uses)]
+    await accepted(backends, project_id, *ids)
+    users = [User("0x" + f"{i:040x}", "evm_address") for i in range(n_uses)]
+    records = [conversion(project_id, d, now_ms()) for d in ids] + [
+        use(project_id, f"C{i}", u, 1) for i, u in enumerate(users)
+    ]
+    failing = FailingOnce(backends.warehouse, "payouts")  # the conversions and referrals are written, the rest not
+    with pytest.raises(ConnectionError):
+        await process_delivery(Delivery("t-full", records), backends.state, failing)
+    await process_delivery(Delivery("t-full", records), backends.state, failing)
+
+    assert await total(backends, project_id) == str(len(ids) * 10 + n_uses * 60)  # signups 10, code uses 50 + 10
+    assert await dead_letters(backends, project_id) == []
+    count = "SELECT count() AS n, uniqExact(dedup_id) AS u FROM conversions WHERE project_id = {p:String}"
+    assert [int(v) for v in (await backends.warehouse.query(count, {"p": project_id}))[0].values()] == [len(ids)] * 2

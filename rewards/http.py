@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 from prometheus_fastapi_instrumentator import Instrumentator
 from pydantic import BaseModel
 from starlette.convertors import StringConvertor, register_url_convertor
@@ -26,6 +27,7 @@ from rewards.keys import SCOPES
 from rewards.middleware import (
     BodyLimitMiddleware,
     JsonContentTypeMiddleware,
+    RequestLogMiddleware,
     StateHeadersMiddleware,
     UnhandledErrorMiddleware,
     Utf8TargetMiddleware,
@@ -57,13 +59,16 @@ log = structlog.get_logger(__name__)
 
 
 def create_app(title: str, routers: list[APIRouter], lifespan, max_body_bytes: int) -> FastAPI:
-    app = FastAPI(
+    # /docs and /redoc with their scripts and styles served from the installed fastapi-offline package (under
+    # /static-offline-docs): FastAPI's own pages load them from a CDN, blank on a machine offline.
+    app = FastAPIOffline(
         title=title,
         version="1.0.0",
         description=DESCRIPTION,
         lifespan=lifespan,
         docs_url="/docs",
         openapi_url="/openapi.json",
+        redirect_slashes=False,  # a 307 with an empty body helps no client: a 404 that names the path instead
     )
     for router in routers:
         app.include_router(router, prefix=API_PREFIX)
@@ -71,13 +76,14 @@ def create_app(title: str, routers: list[APIRouter], lifespan, max_body_bytes: i
     app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=unhealthy)
     _install_error_handlers(app)
     app.openapi = lambda: _openapi(app)
-    # The last added runs first: unexpected errors (around all), body size, a UTF-8 target, Content-Type,
-    # rate-limit headers.
+    # The last added runs first: the request's log line (around all), unexpected errors, body size, a UTF-8 target,
+    # Content-Type, rate-limit headers.
     app.add_middleware(StateHeadersMiddleware)
     app.add_middleware(JsonContentTypeMiddleware)
     app.add_middleware(Utf8TargetMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(UnhandledErrorMiddleware)
+    app.add_middleware(RequestLogMiddleware)
     Instrumentator(excluded_handlers=["/metrics", "/health"]).instrument(app).expose(app, include_in_schema=False)
     return app
 
@@ -130,6 +136,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         message = exc.detail if isinstance(exc.detail, str) else "Error"
+        if exc.status_code == 404 and (without := _without_trailing_slash(request)):
+            message = f"Not Found: no path ends in '/'; did you mean {without}?"
         headers = exc.headers
         if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
             headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
@@ -306,6 +314,16 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted({m for r in routes if r.path_format == template for m in getattr(r, "methods", None) or ()})
 
 
+def _without_trailing_slash(request: Request) -> str | None:
+    """The request's path without its trailing slash, if a route has that path."""
+    path = request.url.path
+    if len(path) < 2 or not path.endswith("/"):
+        return None
+    scope = {**request.scope, "path": path.rstrip("/")}
+    found = any(r.matches(scope)[0] != Match.NONE for r in iter_route_contexts(request.app.routes))
+    return scope["path"] if found else None
+
+
 def guard(scope: str | None, operation: str | None = None) -> Callable:
     """Authenticate the bearer key, check its scope, then count the call against the key's limit."""
     if scope is not None and scope not in SCOPES:
@@ -313,6 +331,7 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
 
     async def dependency(request: Request) -> Principal:
         principal = await _authenticate(request)
+        request.scope.setdefault("state", {})["project_id"] = principal.project_id  # for the request's log line
         if scope is not None and "service_role" not in principal.scopes and scope not in principal.scopes:
             raise ApiError(403, f"This operation requires the {scope} scope")
         if operation is not None:

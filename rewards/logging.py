@@ -1,4 +1,5 @@
-"""Structured logs: JSON lines on stderr, for our code and for uvicorn's own loggers alike."""
+"""Structured logs on stderr, for our code and for uvicorn's own loggers alike: JSON lines for a log collector,
+or coloured human lines (`console`); `auto` picks console when stderr is a terminal."""
 
 import logging
 import sys
@@ -6,7 +7,9 @@ import sys
 import structlog
 
 
-def configure_logging(level: str = "info", fmt: str = "json") -> None:
+def configure_logging(level: str = "info", fmt: str = "auto") -> None:
+    if fmt == "auto":
+        fmt = "console" if sys.stderr.isatty() else "json"
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

@@ -8,8 +8,12 @@ The second refuses bodies that are not JSON (415): without it any Content-Type w
 
 The third answers an unexpected exception with the contract's 500 and keeps the connection: Starlette's
 ServerErrorMiddleware sends its 500 and then re-raises, and uvicorn then closes the keep-alive connection
-(and logs the traceback a second time)."""
+(and logs the traceback a second time).
 
+The last logs one line per request (uvicorn's access log is off)."""
+
+import logging
+import time
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -200,3 +204,37 @@ class StateHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+# Requests whose line would drown the others (probes and scrapes, several a second): logged at debug.
+QUIET_PATHS = frozenset({"/health", "/metrics"})
+
+
+class RequestLogMiddleware:
+    """One log line per request once it is answered: method, path, status, milliseconds and, once the key is
+    resolved, its project (`scope["state"]["project_id"]`, set by rewards.http.guard). Never a header: the key
+    stays out of the logs. Outermost, so it sees every answer, the 500s of UnhandledErrorMiddleware included.
+    (uvicorn's own access log is off: it has neither the project nor the time.)"""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), 500  # 500: an error escaped before any answer
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            level = logging.DEBUG if scope["path"] in QUIET_PATHS else logging.INFO
+            log.log(
+                level, "request", method=scope["method"], path=scope["path"], status=status,
+                ms=round((time.perf_counter() - started) * 1000, 1), project=scope.get("state", {}).get("project_id"),
+            )  # fmt: skip

@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     rate_limits: dict[str, str] = {}
     max_body_bytes: int = 2 * 1024 * 1024
     log_level: str = "info"
-    log_format: Literal["json", "console"] = "json"
+    log_format: Literal["auto", "json", "console"] = "auto"  # auto: console lines on a terminal, JSON otherwise
     worker_poll_s: float = 0.5
     # How long a dedup_id is remembered (API.md §3): seen again after this, it is a new event. Also bounds
     # `GET /events/status?user_identifier…` (a user's event names are kept as long). Seconds or `35d`, `12h`.

@@ -191,6 +191,16 @@ def test_405_names_every_method_of_the_path(embedded_server):
     assert httpx.put(f"{embedded_server.url}/api/v1/referral_codes/ABC").headers["allow"] == "GET, PATCH"
 
 
+def test_a_trailing_slash_is_a_404_that_names_the_path_without_it(embedded_server):
+    for path in ("/api/v1/payouts/summary/", "/api/v1/referral_codes/ABC/"):
+        response = httpx.get(f"{embedded_server.url}{path}", follow_redirects=False)
+        assert response.status_code == 404
+        hint = f"Not Found: no path ends in '/'; did you mean {path.rstrip('/')}?"
+        assert response.json() == error_body(404, hint)
+    elsewhere = httpx.get(f"{embedded_server.url}/api/v1/nowhere/", follow_redirects=False)
+    assert elsewhere.status_code == 404 and elsewhere.json() == error_body(404, "Not Found")
+
+
 def test_the_service_requires_json_bodies_but_takes_fields_from_the_query_without_one(api):
     """POST /referral_codes and PATCH /referral_codes/{code}/use as the published client sends them: fields
     in the query string, no body, whatever the Content-Type; a body must be JSON."""

@@ -3,7 +3,7 @@ per-batch check of the warehouse costs, and what a 35-day window needs at 10k an
 
 - Redis: INFO `used_memory` before and after N dedup keys as the store writes them (`rw:{p}:dedup:<id>` →
   `processed`, with a TTL), in a database of its own, flushed after.
-- ClickHouse: `dedup_ids` (schemas/clickhouse/staged/004_dedup_ids.sql, in a database of its own) filled with
+- ClickHouse: `dedup_ids` (migrations 004 and 005 of schemas/clickhouse/, in a database of its own) filled with
   N ids over 8 projects; the check is `WarehouseDedupArchive.known_among` for a 100-id batch (97 new ids, 3
   known, like the ingest load; new ids spread over the key range as real ones), against `SELECT 1` over the
   same client (the round trip's floor). Bytes per id on disk and of primary index in RAM come from
@@ -130,6 +130,8 @@ async def _clickhouse(url: str, n: int, runs: int) -> dict:
         await warehouse.command("DROP TABLE IF EXISTS dedup_ids")  # as the DDL stands today
         table = next(m for m in load_migrations() if m.name == "dedup_ids").up[0]
         await warehouse.command(table)  # the table alone: no backfill
+        for statement in next(m for m in load_migrations() if m.name == "dedup_ids_granules").up:
+            await warehouse.command(statement)  # its layout since migration 005 (the empty table made anew)
         await warehouse.command(
             f"INSERT INTO dedup_ids SELECT toString(number % {PROJECTS}), 'event',"
             f" concat('order-', hex(sipHash128(number))),"

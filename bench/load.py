@@ -6,7 +6,8 @@
 `load` posts realistic batches of 100 events (unique dedup ids, 3 of each batch repeating the
 connection's previous batch, so 97 are new) from many connections at once, round-robin over the
 projects' keys, and prints one JSON line: requests, accepted events, latency percentiles, errors, and
-the last accepted dedup id of each project (to wait for the backlog). `probe` posts one batch at a
+the last accepted dedup id of each project (to wait for the backlog). A batch answered 503 (back-pressure) is
+sent again after its Retry-After, as a producer would. `probe` posts one batch at a
 time for a fresh user and polls until it is processed and the user's points show in the totals:
 the time from the 200 to visible payouts.
 """
@@ -67,10 +68,15 @@ async def _connection(session, url, key, run, connection, stop_at, results, pace
             return
         ids = batch_ids(run, connection, number)
         body = batch_body(ids, number)
-        started = time.perf_counter()
-        async with session.post(url, data=body, headers=headers) as response:
-            answer = await response.read()
-        results["latencies"].append((time.perf_counter() - started) * 1000)
+        while True:  # a batch refused by back-pressure (503) is sent again after its Retry-After, as a producer would
+            started = time.perf_counter()
+            async with session.post(url, data=body, headers=headers) as response:
+                answer = await response.read()
+            results["latencies"].append((time.perf_counter() - started) * 1000)
+            if response.status != 503 or time.monotonic() >= stop_at:
+                break
+            results["refused"] += 1
+            await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
         if response.status == 200:
             results["accepted"] += orjson.loads(answer)["ingested_events"]
             results["last_ids"][key] = ids[BATCH - REPEATED - 1]
@@ -91,7 +97,7 @@ def pacer(started: float, events_per_s: float | None):
 
 async def load(url: str, keys: list[str], seconds: float, connections: int, rate: float | None = None) -> dict:
     run = uuid.uuid4().hex[:8]
-    results = {"accepted": 0, "latencies": [], "errors": {}, "last_ids": {}}
+    results = {"accepted": 0, "refused": 0, "latencies": [], "errors": {}, "last_ids": {}}
     connector = aiohttp.TCPConnector(limit=connections)
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -114,6 +120,7 @@ async def load(url: str, keys: list[str], seconds: float, connections: int, rate
         "events_per_s": results["accepted"] / elapsed,
         "p50_ms": p50,
         "p99_ms": p99,
+        "refused": results["refused"],  # answers 503 (back-pressure), each sent again after its Retry-After
         "errors": results["errors"],
         "last_ids": results["last_ids"],
     }

@@ -317,7 +317,7 @@ def _event_status(api: Api, identifier: str) -> None:
     for name, created in (("purchase", bought), ("swap", bought), ("purchas", False), ("purchase\\", False)):
         response = api.get("/events/status", params={**email(identifier), "event_name": name})
         assert response.status_code == 200, response.text
-        assert response.json() == {"created": created}, name
+        assert response.json() == {"created": created, "paid": name in ("purchase", "swap")}, name
 
 
 OPERATIONS = {
@@ -433,8 +433,10 @@ def texts(server, admin) -> dict:
         claims[text] = api.post("/claim-checks/claims", json=claim)
     claimed = sum(r.status_code == 200 for r in claims.values())
     eventually(lambda: _assert_claimed(api, claimed))
+    configured = {c["event_name"] for c in _text_config(accepted)["conversions"]}  # every campaign's name is one too
     yield {"api": api, "probes": probes, "accepted": accepted, "sent": sent, "events": events,
-           "paid_in_tokens": paid_in_tokens, "registrations": registrations, "claims": claims}  # fmt: skip
+           "paid_in_tokens": paid_in_tokens, "registrations": registrations, "claims": claims,
+           "configured": configured}  # fmt: skip
     api.close()
 
 
@@ -485,7 +487,7 @@ def test_event_name_and_dedup_id_round_trip_and_pay_their_own_conversion(texts, 
     assert api.get("/events/status", params={"dedup_id": text + "x"}).json()["status"] == "not_found"
     for name, created in ((text, True), (text + "x", False), ("x" + text, False)):
         response = api.get("/events/status", params={**_text_user(text), "event_name": name})
-        assert response.json() == {"created": created}, name
+        assert response.json() == {"created": created, "paid": name in texts["configured"]}, name
     # Only the text's own conversion and campaign paid its event (their amounts tell them from every other text's).
     totals = api.get(f"/payouts/totals/{evm(i + 1)}", params={"identifier_type": "evm_address"}).json()
     expected = {"end_user_reward": i + 1, "campaign_bonus": BONUS} if text in texts["accepted"] else {}

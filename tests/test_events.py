@@ -23,8 +23,9 @@ def test_dedup_inside_a_batch_counts_once_and_first_wins(api):
     assert api.post("/events/batch", json=batch(first, second)).json() == {"ingested_events": 1}
     api.wait_processed("same")
     user = {"user_identifier": first["user_identifier"], "user_identifier_type": "evm_address"}
-    assert api.get("/events/status", params={**user, "event_name": "signup"}).json() == {"created": True}
-    assert api.get("/events/status", params={**user, "event_name": "purchase"}).json() == {"created": False}
+    assert api.get("/events/status", params={**user, "event_name": "signup"}).json() == {"created": True, "paid": False}
+    no_config = {"created": False, "paid": False}  # the project has no payout configuration: nothing pays
+    assert api.get("/events/status", params={**user, "event_name": "purchase"}).json() == no_config
 
 
 def test_100_sent_with_5_known_ingests_95(api):
@@ -63,7 +64,7 @@ def test_nested_user_form_and_timestamps_are_accepted(api):
     iso = event("n3", timestamp="2026-01-01T00:00:00.123Z")
     assert api.post("/events/batch", json=batch(nested, timed, iso)).json() == {"ingested_events": 3}
     params = {"user_identifier": "a@b.co", "user_identifier_type": "email", "event_name": "signup"}
-    assert api.get("/events/status", params=params).json() == {"created": True}
+    assert api.get("/events/status", params=params).json() == {"created": True, "paid": False}
 
 
 def test_idempotency_key_replays_and_conflicts(api):
@@ -116,3 +117,20 @@ def test_the_11th_batch_in_a_minute_is_429_with_retry_after(make_api):
     assert api.get("/events/status", params={"dedup_id": "r10"}).json()["status"] == "not_found"
     other_key = make_api("SendTrackingEvent")
     assert other_key.post("/events/batch", json=batch(event("r10"))).status_code == 200
+
+
+def test_status_by_name_says_whether_the_configuration_pays_that_name(api):
+    """An event whose name no conversion or campaign names is accepted and pays nothing: `paid` says so."""
+    config = {"default_tier": None, "tiers": [], "conversions": [{"event_name": "purchase", "base": {"fixed": "1"},
+              "end_user_reward": {"fixed": "1"}}], "campaigns": [{"id": "c", "event_names": ["signup"],
+              "starts_at": "2020-01-01T00:00:00Z", "ends_at": "2299-01-01T00:00:00Z", "bonus": "5"}]}  # fmt: skip
+    assert api.put("/projects/config", json=config).status_code == 200
+    assert api.post("/events/batch", json=batch(event("p1", name="purchse"))).json() == {"ingested_events": 1}
+    api.wait_processed("p1")
+    user = {"user_identifier": event("p1")["user_identifier"], "user_identifier_type": "evm_address"}
+    status = {name: api.get("/events/status", params={**user, "event_name": name}).json()
+              for name in ("purchse", "purchase", "signup")}  # fmt: skip
+    assert status == {"purchse": {"created": True, "paid": False}, "purchase": {"created": False, "paid": True},
+                      "signup": {"created": False, "paid": True}}  # fmt: skip
+    totals = api.get(f"/payouts/totals/{user['user_identifier']}", params={"identifier_type": "evm_address"})
+    assert totals.json()["total_points"] == "0"

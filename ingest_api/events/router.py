@@ -5,6 +5,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ingest_api.events.service import accept_events
 from rewards.backpressure import Backlogged
+from rewards.domain.payouts import Rules
 from rewards.errors import ApiError, bad_request, unavailable
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
 from rewards.ports import LogUnavailable, Principal
@@ -93,4 +94,7 @@ async def event_status(
     if event_name is None:
         raise bad_request("dedup_id, or user_identifier, user_identifier_type and event_name, are required")
     user = parse_user(user_identifier, user_identifier_type)
-    return {"created": await state.has_event(principal.project_id, user, event_name)}
+    # `paid`: whether the payout configuration names this event (a conversion or a campaign). An event of a name it
+    # does not is accepted and recorded, and pays nothing: a misspelt name shows here.
+    paid = Rules(await state.get_config(principal.project_id)).names(event_name)
+    return {"created": await state.has_event(principal.project_id, user, event_name), "paid": paid}

@@ -87,6 +87,10 @@ class Rules:
         """Whether an event of this name can earn anything (a conversion rule, or any campaign)."""
         return name in self._rules or bool(self.campaigns)
 
+    def names(self, name: str) -> bool:
+        """Whether the configuration names events of this name: a conversion rule, or a campaign that lists it."""
+        return name in self._rules or any(name in campaign.event_names for campaign in self.campaigns)
+
     def base(self, event: Conversion) -> Decimal | None:
         """The event's base amount under its rule; None without a rule or without the argument it is a rate of."""
         rule = self._rules.get(event.name)

@@ -4,13 +4,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-cluster lint install clean bench
 
-# editable_mode=compat: the project folder on sys.path through a .pth file. setuptools' default for a flat layout
-# with several top-level packages is an import hook, which warns (a boxed BuildBackendWarning) on every install.
 $(STAMP): pyproject.toml
 	@echo "Installing into $(VENV) (the first time: about 90 s)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install --progress-bar on -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
 
 # tests/test_docs_page.py drives Debian's Chromium (playwright's own browser download cannot work here). Installed

@@ -1,10 +1,10 @@
 """Per-key, per-operation limits over a sliding one-minute window (API.md §0), by the `limits` library.
 
-The embedded default keeps the windows in memory; the production shape passes a Redis client so that every
-ingest process shares them. On Redis a call is counted and its window read in one script (`HIT`), which is
-the library's moving window (its `acquire_moving_window` and `moving_window` scripts, on the same keys and
-with the same client clock, so processes of either kind share a window), done in one round trip instead of
-two, and atomically: the remaining count is never another request's.
+The embedded default keeps the windows in memory; the production shape passes a Redis client (one node or a
+cluster: the script touches one key) so that every ingest process shares them. On Redis a call is counted and its
+window read in one script (`HIT`), which is the library's moving window (its `acquire_moving_window` and
+`moving_window` scripts, on the same keys and with the same client clock, so processes of either kind share a
+window), done in one round trip instead of two, and atomically: the remaining count is never another request's.
 """
 
 import math
@@ -14,6 +14,7 @@ from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 DEFAULT_LIMITS = {
     "events_batch": "10/minute",
@@ -65,7 +66,7 @@ class RateLimited(Exception):
 
 
 class RateLimiter:
-    def __init__(self, overrides: dict[str, str] | None = None, redis: Redis | None = None):
+    def __init__(self, overrides: dict[str, str] | None = None, redis: Redis | RedisCluster | None = None):
         self._items: dict[str, RateLimitItem] = {
             op: parse(spec) for op, spec in {**DEFAULT_LIMITS, **(overrides or {})}.items()
         }

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     # The production shape (all three set: `rewards ingest-api | workers | query-api | migrate`)
     kafka_bootstrap_servers: str | None = _engine_url("KAFKA_BOOTSTRAP_SERVERS")
     redis_url: str | None = _engine_url("REDIS_URL")
+    # `true`: REDIS_URL names one node of a Redis Cluster; `false`: a single node; `auto`: ask the node once at
+    # start-up (INFO cluster). rewards.production.redis_client.
+    redis_cluster: Literal["auto", "true", "false"] = Field(
+        "auto", validation_alias=AliasChoices("REDIS_CLUSTER", "REWARDS_REDIS_CLUSTER")
+    )
     clickhouse_url: str | None = _engine_url("CLICKHOUSE_URL")
     events_partitions: int = 12  # partitions of the events topic, created by `rewards migrate`
     kafka_replication_factor: int = 1

@@ -2,7 +2,7 @@ import pytest
 
 from tests.harness import Admin, Api, ProductionServer, Server
 
-pytest_plugins = ["tests.real_engines"]
+pytest_plugins = ["tests.real_engines", "tests.redis_cluster"]
 
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each.

@@ -1,6 +1,8 @@
 """The production HTTP services' key cache (rewards.keys.KeyCache, RedisStateStore.follow_key_changes): resolved
 keys are served from memory, yet a revoked key or a deleted project is refused by every process within 1 s, also
-when a process's subscription to the key changes is lost; and totals stay exact with the cache on."""
+when a process's subscription to the key changes is lost; and totals stay exact with the cache on. The
+revocations are also run on a Redis Cluster (marked `cluster`; tests.redis_cluster), where a PUBLISH counts the
+subscribers of its own node only."""
 
 import asyncio
 import subprocess
@@ -116,8 +118,14 @@ async def _live(store) -> bool:
     return time.monotonic() - store._key_cache._heard_at < KEY_LIVE_S
 
 
-async def test_revocations_and_deletions_by_another_process_are_applied_before_they_return(redis_url):
-    writer, follower = await open_redis_state(redis_url), await _following(redis_url)
+@pytest.fixture(params=["redis_url", pytest.param("redis_cluster_url", marks=pytest.mark.cluster)])
+def any_redis_url(request) -> str:
+    """One Redis node, and with `-m cluster` a node of a Redis Cluster."""
+    return request.getfixturevalue(request.param)
+
+
+async def test_revocations_and_deletions_by_another_process_are_applied_before_they_return(any_redis_url):
+    writer, follower = await open_redis_state(any_redis_url), await _following(any_redis_url)
     try:
         project = await writer.create_project("cache")
         first, second = await writer.create_key(project, [SERVICE]), await writer.create_key(project, [SERVICE])

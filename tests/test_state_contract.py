@@ -1,5 +1,6 @@
 """The StateStore contract, run against every adapter: SQLite (the reference) and Redis (a real local
-redis-server, or REDIS_URL when set). Each test works in a project of its own."""
+redis-server, or REDIS_URL when set), and with `-m cluster` on a Redis Cluster too (tests.redis_cluster: a local
+cluster of 3 masters, or REDIS_CLUSTER_URL). Each test works in a project of its own."""
 
 import asyncio
 import inspect
@@ -29,6 +30,7 @@ from rewards.embedded.sqlite_state import SqliteStateStore
 from rewards.errors import ApiError
 from rewards.ports import Affiliate, StateStore
 from rewards.production import redis_state
+from rewards.production.redis_client import is_cluster
 from rewards.production.redis_keys import ProjectKeys
 from rewards.production.redis_state import BatchInFlight, RedisStateStore, open_redis_state
 from schemas.records import load_records
@@ -82,7 +84,18 @@ async def redis_store(redis_url):
     await store.close()
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(scope="session")
+async def cluster_store(redis_cluster_url):
+    store = await open_redis_state(redis_cluster_url)
+    assert is_cluster(store._redis)  # found by REDIS_CLUSTER's default, auto
+    yield store
+    await store.close()
+
+
+CLUSTER = pytest.param("cluster", marks=pytest.mark.cluster)
+
+
+@pytest.fixture(params=["sqlite", "redis", CLUSTER])
 def store(request):
     return request.getfixturevalue(f"{request.param}_store")
 
@@ -92,9 +105,20 @@ async def pid(store) -> str:
     return await store.create_project("contract")
 
 
+@pytest.fixture(params=["redis", CLUSTER])
+def redis_kind(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-async def rpid(redis_store) -> str:
-    return await redis_store.create_project("contract")
+def rstore(request, redis_kind) -> RedisStateStore:
+    """The Redis store (the Redis-only tests), on one node and with `-m cluster` on a cluster."""
+    return request.getfixturevalue(f"{redis_kind}_store")
+
+
+@pytest.fixture
+async def rpid(rstore) -> str:
+    return await rstore.create_project("contract")
 
 
 # -- projects and keys -------------------------------------------------------------------------------
@@ -531,45 +555,45 @@ def test_project_keys_share_one_cluster_slot():
     assert len(set(keys)) == len(keys)
 
 
-async def test_pending_claims_read_as_not_found_and_expire(redis_store, rpid, monkeypatch):
+async def test_pending_claims_read_as_not_found_and_expire(rstore, rpid, monkeypatch):
     monkeypatch.setattr(redis_state, "PENDING_TTL_S", 0.2)
-    stalled = redis_store.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
+    stalled = rstore.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
     assert (await stalled.__aenter__()).fresh == [0, 1]
-    assert await redis_store.event_status(rpid, "x-1") is None
+    assert await rstore.event_status(rpid, "x-1") is None
     await asyncio.sleep(0.3)
-    retry = redis_store.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
+    retry = rstore.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
     claim = await retry.__aenter__()
     assert claim.fresh == [0, 1]
     failure = Boom()  # the stalled request fails at last: its undo must spare the retry's claims
     assert await stalled.__aexit__(Boom, failure, None) is False
     claim.respond(b"{}")
     await retry.__aexit__(None, None, None)
-    assert [await redis_store.event_status(rpid, i) for i in ("x-1", "x-2")] == ["accepted"] * 2
-    assert (await ingest(redis_store, rpid, *batch("x-1"), ("key-x", "hash-a"))).replay == b"{}"
+    assert [await rstore.event_status(rpid, i) for i in ("x-1", "x-2")] == ["accepted"] * 2
+    assert (await ingest(rstore, rpid, *batch("x-1"), ("key-x", "hash-a"))).replay == b"{}"
 
 
-async def test_overlapping_batch_in_flight(redis_store, rpid):
-    async with redis_store.ingest(rpid, *batch("f-1", "f-2"), ("key-f", "hash-a")) as first:
+async def test_overlapping_batch_in_flight(rstore, rpid):
+    async with rstore.ingest(rpid, *batch("f-1", "f-2"), ("key-f", "hash-a")) as first:
         assert first.fresh == [0, 1]
         with pytest.raises(BatchInFlight) as raised:
-            await ingest(redis_store, rpid, *batch("f-3", "f-2", "f-1"))
+            await ingest(rstore, rpid, *batch("f-3", "f-2", "f-1"))
         assert raised.value.dedup_ids == ["f-2", "f-1"]
         with pytest.raises(BatchInFlight):  # the same Idempotency-Key, still in flight
-            await ingest(redis_store, rpid, *batch("f-4"), ("key-f", "hash-a"))
-        assert await redis_store.event_status(rpid, "f-3") is None
+            await ingest(rstore, rpid, *batch("f-4"), ("key-f", "hash-a"))
+        assert await rstore.event_status(rpid, "f-3") is None
         first.respond(b"first")
-    assert (await ingest(redis_store, rpid, *batch("f-3", "f-2", "f-1"))).fresh == [0]
-    assert (await ingest(redis_store, rpid, *batch("f-4"), ("key-f", "hash-a"))).replay == b"first"
+    assert (await ingest(rstore, rpid, *batch("f-3", "f-2", "f-1"))).fresh == [0]
+    assert (await ingest(rstore, rpid, *batch("f-4"), ("key-f", "hash-a"))).replay == b"first"
 
 
-async def test_concurrent_ingest_accepts_each_id_once(redis_store, rpid):
+async def test_concurrent_ingest_accepts_each_id_once(rstore, rpid):
     ids = [f"c-{n}" for n in range(40)]
     accepted: list[str] = []
 
     async def send(order: list[str]) -> None:
         while True:
             try:
-                async with redis_store.ingest(rpid, *batch(*order), None) as claim:
+                async with rstore.ingest(rpid, *batch(*order), None) as claim:
                     await asyncio.sleep(0.005)  # the publication
                     accepted.extend(order[i] for i in claim.fresh)
                     return
@@ -580,41 +604,48 @@ async def test_concurrent_ingest_accepts_each_id_once(redis_store, rpid):
     assert sorted(accepted) == sorted(ids)
 
 
-async def test_use_code_rechecks_what_changed_after_its_check(redis_store, rpid, monkeypatch):
-    [of_one], [of_two] = await create_codes(redis_store, rpid, user(1)), await create_codes(redis_store, rpid, user(2))
-    read_chains, raced = redis_store.referrer_chains, []
+async def test_use_code_rechecks_what_changed_after_its_check(rstore, rpid, monkeypatch):
+    [of_one], [of_two] = await create_codes(rstore, rpid, user(1)), await create_codes(rstore, rpid, user(2))
+    read_chains, raced = rstore.referrer_chains, []
 
     async def chains_then_race(project_id, users, depth):
         chains = await read_chains(project_id, users, depth)
         if not raced:  # between the check and the write, 1 becomes referred by 2
             raced.append(True)
-            async with redis_store.use_code(rpid, of_two, user(1), {}):
+            async with rstore.use_code(rpid, of_two, user(1), {}):
                 pass
         return chains
 
-    monkeypatch.setattr(redis_store, "referrer_chains", chains_then_race)
+    monkeypatch.setattr(rstore, "referrer_chains", chains_then_race)
     with pytest.raises(InvalidReferral, match="cycle"):
-        async with redis_store.use_code(rpid, of_one, user(2), {}):
+        async with rstore.use_code(rpid, of_one, user(2), {}):
             pass
-    assert raced and (await redis_store.get_code(rpid, of_one)).current_uses == 0
-    assert await redis_store.referral_of(rpid, user(2)) is None
+    assert raced and (await rstore.get_code(rpid, of_one)).current_uses == 0
+    assert await rstore.referral_of(rpid, user(2)) is None
 
 
-async def test_claim_check_update_retries_after_a_concurrent_change(redis_store, rpid, redis_url):
+async def test_claim_check_update_retries_after_a_concurrent_change(rstore, rpid, request, redis_kind):
     a = check(rpid, 1, user(1))
-    await redis_store.register_claim_checks(rpid, [a])
+    await rstore.register_claim_checks(rpid, [a])
     attempts = []
 
     def close_after_a_concurrent_close(c: cc.ClaimCheck) -> cc.ClaimCheck:
         if not attempts:  # another instance closes the check between our read and our write
-            with redis.Redis.from_url(redis_url) as other:
+            with _other_client(request, redis_kind) as other:
                 other.set(ProjectKeys(rpid).claim_check(a.id), cc.to_record(rpid, cc.close(c)).model_dump_json())
         attempts.append(c.status)
         return cc.close(c)
 
-    async with redis_store.update_claim_checks(rpid, [a.id], close_after_a_concurrent_close, None) as closed:
+    async with rstore.update_claim_checks(rpid, [a.id], close_after_a_concurrent_close, None) as closed:
         assert (closed.value[0].status, closed.value[0].version) == (cc.CLOSED, 2)
     assert attempts == [cc.OPEN, cc.CLOSED]
+
+
+def _other_client(request, redis_kind: str):
+    """A synchronous client of the store's Redis (another instance of the service, say)."""
+    if redis_kind == "cluster":
+        return redis.RedisCluster.from_url(request.getfixturevalue("redis_cluster_url"))
+    return redis.Redis.from_url(request.getfixturevalue("redis_url"))
 
 
 def reply_lost(apply):
@@ -625,39 +656,39 @@ def reply_lost(apply):
     return call
 
 
-async def test_a_change_whose_reply_is_lost_is_undone(redis_store, rpid, monkeypatch):
-    [code] = await create_codes(redis_store, rpid, user(1), 1, 1)
-    scripts = redis_store._scripts
+async def test_a_change_whose_reply_is_lost_is_undone(rstore, rpid, monkeypatch):
+    [code] = await create_codes(rstore, rpid, user(1), 1, 1)
+    scripts = rstore._scripts
     lossy = replace(
         scripts,
         use_code=reply_lost(scripts.use_code),
         claim_batch=reply_lost(scripts.claim_batch),
         create_affiliate=reply_lost(scripts.create_affiliate),
     )
-    monkeypatch.setattr(redis_store, "_scripts", lossy)
+    monkeypatch.setattr(rstore, "_scripts", lossy)
     with pytest.raises(RedisConnectionError):
-        async with redis_store.use_code(rpid, code, user(2), {}):
+        async with rstore.use_code(rpid, code, user(2), {}):
             pass
     with pytest.raises(RedisConnectionError):
-        await ingest(redis_store, rpid, *batch("l-1"), ("key-l", "hash-a"))
+        await ingest(rstore, rpid, *batch("l-1"), ("key-l", "hash-a"))
     with pytest.raises(RedisConnectionError):
-        async with redis_store.create_affiliate(rpid, affiliate(1)):
+        async with rstore.create_affiliate(rpid, affiliate(1)):
             pass
     monkeypatch.undo()
-    record = await redis_store.get_code(rpid, code)
-    assert (record.current_uses, record.used_by, await redis_store.referral_of(rpid, user(2))) == (0, [], None)
-    assert (await ingest(redis_store, rpid, *batch("l-1"), ("key-l", "hash-a"))).fresh == [0]
-    assert await redis_store.get_affiliate(rpid, user(1)) is None
-    assert await redis_store._redis.zcard(ProjectKeys(rpid).outbox()) == 0  # the undo took the entries too
+    record = await rstore.get_code(rpid, code)
+    assert (record.current_uses, record.used_by, await rstore.referral_of(rpid, user(2))) == (0, [], None)
+    assert (await ingest(rstore, rpid, *batch("l-1"), ("key-l", "hash-a"))).fresh == [0]
+    assert await rstore.get_affiliate(rpid, user(1)) is None
+    assert await rstore._redis.zcard(ProjectKeys(rpid).outbox()) == 0  # the undo took the entries too
 
 
-async def test_processed_while_pending_stays_processed(redis_store, rpid):
-    async with redis_store.ingest(rpid, *batch("w-1", "w-2"), None):
-        await redis_store.mark_processed(rpid, ["w-1"])  # a fast worker, before the commit
-    assert [await redis_store.event_status(rpid, i) for i in ("w-1", "w-2")] == ["processed", "accepted"]
+async def test_processed_while_pending_stays_processed(rstore, rpid):
+    async with rstore.ingest(rpid, *batch("w-1", "w-2"), None):
+        await rstore.mark_processed(rpid, ["w-1"])  # a fast worker, before the commit
+    assert [await rstore.event_status(rpid, i) for i in ("w-1", "w-2")] == ["processed", "accepted"]
 
 
-async def test_failed_while_pending_stays_failed(redis_store, rpid):
-    async with redis_store.ingest(rpid, *batch("x-1"), None):
-        await redis_store.mark_failed(rpid, ["x-1"])
-    assert await redis_store.event_status(rpid, "x-1") == "failed"
+async def test_failed_while_pending_stays_failed(rstore, rpid):
+    async with rstore.ingest(rpid, *batch("x-1"), None):
+        await rstore.mark_failed(rpid, ["x-1"])
+    assert await rstore.event_status(rpid, "x-1") == "failed"

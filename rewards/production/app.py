@@ -28,7 +28,7 @@ def production_app(title: str, routers: list[APIRouter], settings: Settings, *, 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.backends = await open_production(settings, publishes=publishes, reads_warehouse=True)
-        relay = OutboxRelay.open(settings.redis_url, app.state.backends.log) if publishes else None
+        relay = OutboxRelay.open(settings.redis_url, app.state.backends.log, settings) if publishes else None
         state = app.state.backends.state
         # What start-up made lives as long as the process: the collector never scans it again; and it runs 10x less
         # often than Python's default (700 allocations), which cost ~1 ms per ingested batch (15% of its CPU).

@@ -3,12 +3,12 @@
 import asyncio
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from rewards.backends import Backends
 from rewards.backpressure import Backpressure
+from rewards.production.redis_client import open_redis
 from rewards.ratelimit import RateLimiter
 from rewards.settings import Settings
 
@@ -32,10 +32,8 @@ async def open_production(settings: Settings, *, publishes: bool, reads_warehous
         backpressure = Backpressure(lag, settings.max_backlog, owns_source=True)
     # The windows in Redis, shared by every process (one script per call: rewards.ratelimit.HIT). No automatic
     # retries: a call counted twice would be a call too many.
-    limiter = RateLimiter(
-        settings.rate_limits,
-        redis=Redis.from_url(settings.redis_url, decode_responses=True, retry=Retry(NoBackoff(), 0)),
-    )
+    limiter_redis = await open_redis(settings.redis_url, settings, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    limiter = RateLimiter(settings.rate_limits, redis=limiter_redis)
     return Backends(
         settings=settings,
         state=state,

@@ -30,15 +30,16 @@ import contextlib
 
 import structlog
 from prometheus_client import Counter, Gauge
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from rewards.ports import EventLog
 from rewards.production import redis_keys
+from rewards.production.redis_client import RedisClient, open_redis
 from rewards.production.redis_keys import ProjectKeys
 from rewards.production.redis_scripts import Scripts
 from rewards.production.redis_state import OUTBOX_TOUCH_FRESH_S
+from rewards.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -54,16 +55,26 @@ BACKLOG = Gauge("rewards_outbox_backlog", "Outbox entries found due at the relay
 
 
 class OutboxRelay:
-    def __init__(self, redis: Redis, event_log: EventLog):
-        self._redis = redis
-        self._scripts = Scripts.register(redis)
+    def __init__(self, redis_url: str, event_log: EventLog, settings: Settings | None = None):
+        self._url, self._settings = redis_url, settings
+        self._redis: RedisClient | None = None  # opened by the first pass (open_redis may ask the server what it is)
+        self._scripts: Scripts | None = None
         self._log = event_log
         self._task: asyncio.Task | None = None
 
     @classmethod
-    def open(cls, redis_url: str, event_log: EventLog) -> "OutboxRelay":
-        # No automatic retries, as the state store: a lease re-sent after a lost reply would lease twice.
-        return cls(Redis.from_url(redis_url, decode_responses=True, retry=Retry(NoBackoff(), 0)), event_log)
+    def open(cls, redis_url: str, event_log: EventLog, settings: Settings | None = None) -> "OutboxRelay":
+        """The relay of the Redis at `redis_url` (one node or a cluster, by REDIS_CLUSTER), connected by its first
+        pass."""
+        return cls(redis_url, event_log, settings)
+
+    async def _connected(self) -> Scripts:
+        if self._scripts is None:
+            # No automatic retries, as the state store: a lease re-sent after a lost reply would lease twice.
+            options = {"decode_responses": True, "retry": Retry(NoBackoff(), 0)}
+            self._redis = await open_redis(self._url, self._settings, **options)
+            self._scripts = Scripts.register(self._redis)
+        return self._scripts
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -74,7 +85,8 @@ class OutboxRelay:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._redis.aclose()
+        if self._redis is not None:
+            await self._redis.aclose()
 
     async def _run(self) -> None:
         while True:
@@ -86,18 +98,15 @@ class OutboxRelay:
 
     async def run_once(self) -> int:
         """One pass over every project of the index; returns how many entries it published."""
-        now, flat = await self._scripts.outbox_index(keys=[redis_keys.outbox_projects()])
+        scripts = await self._connected()
+        now, flat = await scripts.outbox_index(keys=[redis_keys.outbox_projects()])
         relayed = backlog = 0
         for project_id, touched in zip(flat[::2], flat[1::2], strict=True):
-            total, due, *taken = await self._scripts.outbox_lease(
-                keys=_outbox(project_id), args=[BATCH, int(LEASE_S * 1000)]
-            )
+            total, due, *taken = await scripts.outbox_lease(keys=_outbox(project_id), args=[BATCH, int(LEASE_S * 1000)])
             backlog += due
             relayed += await self._publish(project_id, dict(zip(taken[::2], taken[1::2], strict=True)))
             if total == 0 and float(touched) < now - IDLE_S * 1000:
-                await self._scripts.outbox_forget_project(
-                    keys=[redis_keys.outbox_projects()], args=[project_id, touched]
-                )
+                await scripts.outbox_forget_project(keys=[redis_keys.outbox_projects()], args=[project_id, touched])
         BACKLOG.set(backlog)
         return relayed
 

@@ -1,8 +1,10 @@
 """The Redis key layout of the state store.
 
 Every key of a project starts with `rw:{<project_id>}:`: the hash tag puts all of a project's keys in
-one Redis Cluster slot, so a Lua script or a MULTI may touch any of them. API keys are looked up by
-key id alone, so they live outside any project's slot, as does the outbox relay's index of projects.
+one Redis Cluster slot, so a Lua script may touch any of them. API keys are looked up by key id alone,
+so they live outside any project's slot, as do the outbox relay's index of projects and the
+acknowledgements of key changes; a script touches one of these at a time. (tests/test_redis_cluster.py
+checks that every command the store sends keeps to one slot.)
 
     rw:apikey:<key_id>                   hash    project_id, secret_hash (sha256 hex), scopes, created_ms, revoked_ms
     rw:{p}:project                       hash    name, created_ms, deleted_ms
@@ -25,6 +27,8 @@ key id alone, so they live outside any project's slot, as does the outbox relay'
                                                  records of one state change, written by the change's script)
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.production.outbox_relay)
+    rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
+    rw:keys:changes                      channel key changes, published to every process (not a key)
 
 <user> is `<identifier_type>:<identifier>`; identifier types never contain a colon.
 """

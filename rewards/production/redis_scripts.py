@@ -1,7 +1,10 @@
-"""Lua scripts of the Redis state store: each one changes several keys of one project atomically.
+"""Lua scripts of the Redis state store: each one changes (or reads) several keys of one project atomically.
 
 They only guard and apply; the domain rules stay in Python (rewards.domain), which reads first and
-decides, and a script re-checks whatever a concurrent request could have changed in between.
+decides, and a script re-checks whatever a concurrent request could have changed in between. Reads that must be
+consistent are scripts too: the store uses no MULTI/WATCH transactions, so that it runs on a Redis Cluster as on
+one node (rewards.production.redis_client). Each script's keys lie in one cluster slot (tests/test_redis_cluster.py
+checks every call the store makes).
 
 A state change the warehouse must learn of writes, in the same script, an entry of the project's outbox: the
 message to publish (rewards.production.redis_state), relayed by rewards.production.outbox_relay if its request
@@ -11,8 +14,9 @@ request's (the relay has neither leased nor published it).
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+
+from rewards.production.redis_client import RedisClient
 
 # Walks referrer edges up from `start`, as SqliteStateStore._chain: stops at the top, at `depth`
 # referrers, or on meeting a referrer already in the chain.
@@ -146,6 +150,32 @@ outbox_remove()
 return 1
 """
 )
+
+# KEYS: owner_codes; ARGV: the first and last rank of the page (newest first). Returns {the owner's count of
+# codes, the codes of the page}.
+OWNER_CODES = """
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2])}
+"""
+
+# KEYS: the code hash and the code_uses list of each code; ARGV: how many of the latest uses to read. Returns, per
+# code, {its fields (flat; none if it does not exist), its latest uses}.
+READ_CODES = """
+local found = {}
+for i = 1, #KEYS, 2 do
+  found[#found + 1] = {redis.call('HGETALL', KEYS[i]), redis.call('LRANGE', KEYS[i + 1], -tonumber(ARGV[1]), -1)}
+end
+return found
+"""
+
+# KEYS: code, code_uses; ARGV: max_uses ('' for none), how many of the latest uses to read. Python checked the
+# new limit against the uses; this re-checks it: 'changed' (nothing written) if the code is gone or has more
+# uses than the limit by now. Returns {'set', the code's fields (flat), its latest uses} or {'changed'}.
+SET_MAX_USES = """
+local uses = redis.call('HGET', KEYS[1], 'current_uses')
+if not uses or (ARGV[1] ~= '' and tonumber(uses) > tonumber(ARGV[1])) then return {'changed'} end
+if ARGV[1] == '' then redis.call('HDEL', KEYS[1], 'max_uses') else redis.call('HSET', KEYS[1], 'max_uses', ARGV[1]) end
+return {'set', redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], -tonumber(ARGV[2]), -1)}
+"""
 
 # KEYS: referrals; ARGV: depth, then the users. Returns one chain per user.
 REFERRER_CHAINS = (
@@ -291,6 +321,12 @@ end
 return 1
 """
 
+# KEYS: claim check keys; ARGV: their records. Registers, all at once, those not registered yet.
+REGISTER_CLAIM_CHECKS = """
+for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i], 'NX') end
+return 1
+"""
+
 # KEYS: outbox, outbox_records, the claim check keys; ARGV: the entry (4), then for each check the value read
 # and the value to write. All or none: returns 'updated', 'changed' (a check changed since it was read: nothing
 # written) or 'stale'.
@@ -397,6 +433,9 @@ class Scripts:
     undo_affiliate: AsyncScript
     create_codes: AsyncScript
     undo_codes: AsyncScript
+    owner_codes: AsyncScript
+    read_codes: AsyncScript
+    set_max_uses: AsyncScript
     referrer_chains: AsyncScript
     use_code: AsyncScript
     undo_use: AsyncScript
@@ -405,6 +444,7 @@ class Scripts:
     abort_batch: AsyncScript
     mark_processed: AsyncScript
     release_claims: AsyncScript
+    register_claim_checks: AsyncScript
     update_claim_checks: AsyncScript
     undo_claim_checks: AsyncScript
     outbox_due_now: AsyncScript
@@ -415,7 +455,7 @@ class Scripts:
     outbox_forget_project: AsyncScript
 
     @classmethod
-    def register(cls, redis: Redis) -> "Scripts":
+    def register(cls, redis: RedisClient) -> "Scripts":
         sources = {
             "delete_project": DELETE_PROJECT,
             "revoke_key": REVOKE_KEY,
@@ -424,6 +464,9 @@ class Scripts:
             "undo_affiliate": UNDO_AFFILIATE,
             "create_codes": CREATE_CODES,
             "undo_codes": UNDO_CODES,
+            "owner_codes": OWNER_CODES,
+            "read_codes": READ_CODES,
+            "set_max_uses": SET_MAX_USES,
             "referrer_chains": REFERRER_CHAINS,
             "use_code": USE_CODE,
             "undo_use": UNDO_USE,
@@ -432,6 +475,7 @@ class Scripts:
             "abort_batch": ABORT_BATCH,
             "mark_processed": MARK_PROCESSED,
             "release_claims": RELEASE_CLAIMS,
+            "register_claim_checks": REGISTER_CLAIM_CHECKS,
             "update_claim_checks": UPDATE_CLAIM_CHECKS,
             "undo_claim_checks": UNDO_CLAIM_CHECKS,
             "outbox_due_now": OUTBOX_DUE_NOW,

@@ -28,6 +28,9 @@ may have gone through (a cancellation, or `maybe_published` on the log's excepti
 and the entry is made due at once. A change that stands is a success: the block's exception is swallowed (a
 cancellation goes on), so the request answers what it changed, and a repeat on the log is dropped downstream.
 
+The same code runs on one node and on a Redis Cluster (rewards.production.redis_client picks the client): every
+script keeps to one project's slot, and nothing uses MULTI or WATCH.
+
 Key layout: rewards.production.redis_keys; the Lua scripts: rewards.production.redis_scripts.
 """
 
@@ -42,12 +45,11 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import structlog
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.exceptions import WatchError
 
 from rewards import keys
 from rewards.affiliates import affiliate_record, codes_created_record
@@ -60,6 +62,7 @@ from rewards.domain.timestamps import now_ms
 from rewards.errors import conflict
 from rewards.ports import Affiliate, Change, DedupArchive, IngestClaim, Principal, Referral
 from rewards.production import redis_keys
+from rewards.production.redis_client import RedisClient, is_cluster, open_redis
 from rewards.production.redis_keys import ProjectKeys, parse_user_field, user_field
 from rewards.production.redis_scripts import Scripts
 from rewards.settings import Settings
@@ -74,7 +77,7 @@ COMMIT_RETRIES_S = (0.05, 0.25, None)  # a batch's commit in Redis: the pause af
 USED_BY_LIMIT = 1000  # a code record shows its latest uses only; current_uses still counts them all
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 _KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
-_ATTEMPTS = 20  # optimistic retries (WATCH, or a use_code re-check) before giving up
+_ATTEMPTS = 20  # optimistic retries (a script's re-check found a change) before giving up
 OUTBOX_DUE_S = 30  # an outbox entry is its request's this long (> a publish's longest wait), then the relay's
 OUTBOX_TOUCH_FRESH_S = 20  # a change is written within this long of its touch of the relay's index (outbox_relay)
 # The key cache (follow_key_changes): a revoked key or deleted project reaches every process within KEY_LIVE_S.
@@ -172,7 +175,7 @@ class RedisStateStore:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         *,
         dedup_window_s: float = 35 * 86400,
         hot_window_s: float | None = None,
@@ -342,12 +345,21 @@ class RedisStateStore:
         that does not acknowledge in time serves it at most KEY_LIVE_S after the change anyway (KeyCache)."""
         ack = f"{redis_keys.PREFIX}:keys:ack:{uuid.uuid4().hex}"
         changed, told = await script(keys=[key], args=[now_ms(), KEY_CHANGES_CHANNEL, f"{change} {ack}"])
+        if changed and is_cluster(self._redis):
+            told = await self._key_change_subscribers()
         deadline = time.monotonic() + KEY_ACK_WAIT_S
         while told > 0 and (left := deadline - time.monotonic()) > 0:
             if await self._redis.blpop([ack], timeout=max(0.01, left)) is None:
                 break
             told -= 1
         return changed == 1
+
+    async def _key_change_subscribers(self) -> int:
+        """The processes following key changes, on a cluster: a PUBLISH there reaches the subscribers of every node,
+        but counts those of its own node only. (One that subscribed since the PUBLISH is counted too: the change
+        then waits KEY_ACK_WAIT_S for its acknowledgement, which never comes; its cache is new anyway.)"""
+        [(_, subscribers)] = await self._redis.pubsub_numsub(KEY_CHANGES_CHANNEL, target_nodes=RedisCluster.ALL_NODES)
+        return subscribers
 
     async def get_config(self, project_id: str) -> PayoutConfig:
         document = await self._redis.get(ProjectKeys(project_id).config())
@@ -404,10 +416,7 @@ class RedisStateStore:
 
     async def list_codes(self, project_id: str, owner: User, offset: int, limit: int) -> tuple[list[CodeRecord], int]:
         k = ProjectKeys(project_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zcard(k.owner_codes(owner))
-            pipe.zrevrange(k.owner_codes(owner), offset, offset + limit - 1)
-            count, codes = await pipe.execute()
+        count, codes = await self._scripts.owner_codes(keys=[k.owner_codes(owner)], args=[offset, offset + limit - 1])
         if limit <= 0:
             codes = []
         return await self._read_codes(k, codes), count
@@ -426,24 +435,17 @@ class RedisStateStore:
 
     async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord:
         k, code = ProjectKeys(project_id), normalize_code(code)
-
-        async def update(pipe) -> CodeRecord:
-            record = _code_record(code, await pipe.hgetall(k.code(code)), [])
+        keys, args = [k.code(code), k.code_uses(code)], ["" if max_uses is None else max_uses, USED_BY_LIMIT]
+        for _ in range(_ATTEMPTS):  # checked here, then again by the script (a use may have come in between)
+            record = _code_record(code, await self._redis.hgetall(k.code(code)), [])
             if record is None:
                 raise CodeNotFound("Referral code not found")
             if max_uses is not None and max_uses < record.current_uses:
                 raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
-            pipe.multi()
-            if max_uses is None:
-                pipe.hdel(k.code(code), "max_uses")
-            else:
-                pipe.hset(k.code(code), "max_uses", max_uses)
-            pipe.hgetall(k.code(code))
-            pipe.lrange(k.code_uses(code), -USED_BY_LIMIT, -1)
-            *_, fields, uses = await pipe.execute()
-            return _code_record(code, fields, uses)
-
-        return await self._optimistic([k.code(code)], update)
+            result = await self._scripts.set_max_uses(keys=keys, args=args)
+            if result[0] == "set":
+                return _code_record(code, _pairs(result[1]), result[2])
+        raise StateChanging(f"referral code {code} kept changing")
 
     @asynccontextmanager
     async def use_code(self, project_id: str, code: str, user: User, proof: dict):
@@ -478,7 +480,8 @@ class RedisStateStore:
         raise StateChanging(f"referral code {code} kept changing while being used")
 
     async def _use_snapshot(self, k: ProjectKeys, code: str, user: User) -> tuple[CodeRecord, User | None]:
-        async with self._redis.pipeline(transaction=True) as pipe:
+        """The code and the user's referrer, read together but not atomically: use_code's script re-checks both."""
+        async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(k.code(code))
             pipe.hget(k.referrals(), user_field(user))
             fields, edge = await pipe.execute()
@@ -506,12 +509,9 @@ class RedisStateStore:
         """The records of `codes` in order (codes that no longer exist are left out)."""
         if not codes:
             return []
-        async with self._redis.pipeline(transaction=True) as pipe:
-            for code in codes:
-                pipe.hgetall(k.code(code))
-                pipe.lrange(k.code_uses(code), -USED_BY_LIMIT, -1)
-            found = await pipe.execute()
-        records = (_code_record(code, *found[2 * i : 2 * i + 2]) for i, code in enumerate(codes))
+        keys = [key for code in codes for key in (k.code(code), k.code_uses(code))]
+        found = await self._scripts.read_codes(keys=keys, args=[USED_BY_LIMIT])
+        records = (_code_record(code, _pairs(fields), uses) for code, (fields, uses) in zip(codes, found, strict=True))
         return [record for record in records if record is not None]
 
     # -- events ----------------------------------------------------------------------------------
@@ -628,13 +628,17 @@ class RedisStateStore:
         return {d for d, value in zip(dedup_ids, values, strict=True) if value in ("processed", "failed")}
 
     async def key_count(self) -> int:
-        """How many keys Redis holds (all of them: a bound for bound_unexpiring_keys' progress)."""
+        """How many keys Redis holds (all of them, on every master of a cluster: a bound for bound_unexpiring_keys'
+        progress)."""
+        if is_cluster(self._redis):
+            return await self._redis.dbsize(target_nodes=RedisCluster.PRIMARIES)  # (redis-py sums the answers)
         return await self._redis.dbsize()
 
     async def bound_unexpiring_keys(self, scan_count: int = 1000, scanned: Callable[[int], Any] | None = None) -> int:
         """Give the dedup keys and user_events sets written before the windows existed (no TTL) one: processed
         and failed ids the hot window, accepted ids and event-name sets the window. A one-off after upgrading
-        (SCAN: bounded work per call to Redis, safe beside running services); returns how many keys it bounded.
+        (SCAN, on every master of a cluster: bounded work per call to Redis, safe beside running services); returns
+        how many keys it bounded.
         `scanned(n)` is told of each project key looked at (`rewards bound-redis-keys` shows a progress bar)."""
         bounded = 0
         async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:*", count=scan_count):
@@ -654,11 +658,10 @@ class RedisStateStore:
     # -- claim checks ----------------------------------------------------------------------------
 
     async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
-        k = ProjectKeys(project_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            for check in checks:
-                pipe.set(k.claim_check(check.id), to_record(project_id, check).model_dump_json(), nx=True)
-            await pipe.execute()
+        if checks:
+            k = ProjectKeys(project_id)
+            records = [to_record(project_id, check).model_dump_json() for check in checks]
+            await self._scripts.register_claim_checks(keys=[k.claim_check(check.id) for check in checks], args=records)
 
     @asynccontextmanager
     async def update_claim_checks(
@@ -734,17 +737,6 @@ class RedisStateStore:
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    async def _optimistic(self, watched: list[str], update: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run `update(pipe)` under WATCH of `watched` (it reads, then MULTI … EXEC), again on a concurrent change."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            for _ in range(_ATTEMPTS):
-                try:
-                    await pipe.watch(*watched)
-                    return await update(pipe)
-                except WatchError:
-                    continue
-        raise StateChanging(f"{watched[0]} kept changing")
-
     async def ping(self) -> None:
         await self._redis.ping()
 
@@ -757,14 +749,9 @@ class RedisStateStore:
 async def open_redis_state(
     url: str, settings: Settings | None = None, archive: DedupArchive | None = None
 ) -> RedisStateStore:
-    # No automatic retries: a script re-sent after a lost reply could apply twice (lost replies are undone instead).
-    redis = Redis.from_url(url, decode_responses=True, retry=Retry(NoBackoff(), 0))
-    try:
-        await redis.ping()
-    except BaseException:
-        await redis.aclose()
-        raise
     settings = settings or Settings()
+    # No automatic retries: a script re-sent after a lost reply could apply twice (lost replies are undone instead).
+    redis = await open_redis(url, settings, decode_responses=True, retry=Retry(NoBackoff(), 0))
     return RedisStateStore(
         redis,
         dedup_window_s=settings.dedup_window,

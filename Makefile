@@ -27,12 +27,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/rewards serve
 
+# The whole suite: the single-node one, then the cluster suite (each engine as a local cluster: 3 Kafka brokers,
+# 3 Redis masters, 2 ClickHouse shards; ~3 min and ~2.5 GB more). Two sessions: the cluster stacks and the
+# single-node one would otherwise share a broker and a consumer group.
 test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m cluster
 
-# The cluster suite: each engine as a local cluster (3 Kafka brokers, 3 Redis masters, 2 ClickHouse shards).
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q -m cluster
 

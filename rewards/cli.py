@@ -169,7 +169,7 @@ def _migration_warehouse(data_dir: Path):
     if url:
         from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
 
-        return "clickhouse", lambda: ClickHouseWarehouse.connect(url)
+        return "clickhouse", lambda: ClickHouseWarehouse.open(Settings())  # on a cluster, with its nodes too
     path = data_dir / "warehouse"
     if not path.is_dir():
         _fail(f"no embedded warehouse at {path} (set CLICKHOUSE_URL for the production shape's)")

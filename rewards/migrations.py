@@ -14,6 +14,15 @@ so one that failed half-way runs again from its start next time: its statements 
 - Down: `migrate(target=N)` below the current version runs the down sections, newest first; if one of the
   migrations to undo has none, nothing runs. Versions 1-3 have none (undoing them would drop every table).
 
+- Clusters: with a `Cluster` (schemas/clickhouse/layout.py; `ClickHouseWarehouse.cluster` by default), every
+  declared statement is rewritten into the sharded layout before anything runs (a statement without a sharded
+  form refuses the whole run), and the log itself is sharded like the tables. A statement each node runs for
+  itself is sent to each of `Cluster.nodes`, which must reach every node of the cluster's `system.clusters`
+  entry (checked first); the others (ON CLUSTER, a SELECT, an insert through the Distributed tables) run once,
+  on the warehouse's node. A statement runs on every node before the next one starts, so a failure leaves each
+  node at the same statement, and the migration runs again from its start as on one node. The layout is checked
+  against the warehouse's log: a sharded warehouse refuses a single-node run, and the other way round.
+
 ClickHouse has no transactional DDL nor locks: one migrator at a time (`rewards migrate` runs once per
 deployment; the embedded server migrates at start-up, before its worker starts). A migration that backfills
 a new view must run while no worker writes (see README.md, "Migrations").
@@ -30,6 +39,7 @@ from tqdm import tqdm
 
 from rewards.ports import Warehouse
 from schemas.clickhouse import Migration, load_migrations
+from schemas.clickhouse.layout import Layout, LayoutError, Placed
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +74,16 @@ class MigrationError(Exception):
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """A warehouse sharded over a ClickHouse cluster: the layout its declared statements take, and a warehouse on
+    each node of the cluster for the statements every node runs for itself (none needed with the replicated
+    layout, whose ON CLUSTER statements ClickHouse sends to every node)."""
+
+    layout: Layout
+    nodes: Sequence[Warehouse] = ()
+
+
+@dataclass(frozen=True)
 class Recorded:
     """A version's latest row in the log."""
 
@@ -93,6 +113,7 @@ class State:
     recorded: dict[int, Recorded]
     adoptable: list[Migration]  # baseline versions present in a warehouse without a log
     revision: int  # the log's highest revision
+    layout_problem: str | None = None  # the warehouse's layout is not the one asked for
 
     @property
     def latest(self) -> int:
@@ -109,7 +130,7 @@ class State:
     def problems(self) -> list[str]:
         """What refuses any change: applied migrations unknown to this code, or changed since."""
         known = {m.version: m for m in self.migrations}
-        found = []
+        found = [self.layout_problem] if self.layout_problem else []
         for version, recorded in sorted(self.recorded.items()):
             if not recorded.applied:
                 continue
@@ -143,11 +164,14 @@ class Run:
                 "reverted": versions(REVERT)}  # fmt: skip
 
 
-async def read_state(warehouse: Warehouse, migrations: Sequence[Migration] | None = None) -> State:
+async def read_state(
+    warehouse: Warehouse, migrations: Sequence[Migration] | None = None, cluster: Cluster | None = None
+) -> State:
     """Where the warehouse stands, read only: its log, or for an install without one, what it may adopt."""
     migrations = load_migrations() if migrations is None else list(migrations)
-    tables = {row["name"] for row in await warehouse.query(
-        "SELECT name FROM system.tables WHERE database = currentDatabase()")}  # fmt: skip
+    engines = {row["name"]: row["engine"] for row in await warehouse.query(
+        "SELECT name, engine FROM system.tables WHERE database = currentDatabase()")}  # fmt: skip
+    tables = set(engines)
     recorded: dict[int, Recorded] = {}
     revision = 0
     if TABLE in tables:
@@ -157,8 +181,20 @@ async def read_state(warehouse: Warehouse, migrations: Sequence[Migration] | Non
                 version, row["last_name"], row["last_checksum"], row["last_action"], applied_at
             )
             revision = max(revision, int(row["last_revision"]))
-    adoptable = [] if recorded else _adoptable(migrations, tables)
-    return State(migrations, recorded, adoptable, revision)
+    # The installs made before the log were all on one node.
+    adoptable = [] if recorded or cluster is not None else _adoptable(migrations, tables)
+    return State(migrations, recorded, adoptable, revision, _layout_problem(engines.get(TABLE), cluster))
+
+
+def _layout_problem(log_engine: str | None, cluster: Cluster | None) -> str | None:
+    sharded = log_engine == "Distributed"
+    if log_engine is None or sharded == (cluster is not None):
+        return None
+    if sharded:
+        return ("the warehouse is sharded over a cluster (its log is a Distributed table): set "
+                "REWARDS_CLICKHOUSE_CLUSTER and REWARDS_CLICKHOUSE_NODES")  # fmt: skip
+    return (f"the warehouse is on one node (its log is a {log_engine} table), not sharded over cluster "
+            f"{cluster.layout.cluster}: moving it onto a cluster is a copy of its data, not a migration")  # fmt: skip
 
 
 def _adoptable(migrations: Sequence[Migration], tables: set[str]) -> list[Migration]:
@@ -201,12 +237,21 @@ async def migrate(
     target: int | None = None,
     migrations: Sequence[Migration] | None = None,
     progress: bool = False,
+    cluster: Cluster | None = None,
 ) -> Run:
     """Bring the warehouse to version `target` (default: the latest). `progress`: a progress bar on stderr
-    while running several steps."""
-    state = await read_state(warehouse, migrations)
+    while running several steps. `cluster`: by default the warehouse's own (none: one node)."""
+    cluster = _cluster_of(warehouse, cluster)
+    if cluster is not None:
+        await _check_nodes(warehouse, cluster)
+        await _make_log(warehouse, cluster)
+    state = await read_state(warehouse, migrations, cluster)
     steps = plan(state, target)
-    await warehouse.command(_LOG_DDL)
+    running = [s for s in steps if s.action != ADOPT]
+    rewritten = _rewrite(state.migrations, running, cluster)
+    if cluster is None:
+        await warehouse.command(_LOG_DDL)
+    nodes = () if cluster is None else cluster.nodes
     revision = state.revision
     adopted = [s for s in steps if s.action == ADOPT]
     if adopted:
@@ -216,22 +261,85 @@ async def migrate(
             rows.append(_row(step, revision))
         await warehouse.insert(TABLE, rows, f"{TABLE}:{revision}")
         log.info("adopted migrations %s of an install made before the migrations log", _versions(adopted))
-    running = [s for s in steps if s.action != ADOPT]
     bar = tqdm(running, desc="migrating", unit="migration", file=sys.stderr, disable=not progress or len(running) < 2)
-    for step in bar:
+    for step, statements in zip(bar, rewritten, strict=True):
         bar.set_postfix_str(str(step))
-        await _run(warehouse, step)
+        await _run(warehouse, step, statements, nodes)
         revision += 1
         await warehouse.insert(TABLE, [_row(step, revision)], f"{TABLE}:{revision}")
         log.info("migration %s done", step)
     return Run(state.latest if target is None else target, steps)
 
 
-async def _run(warehouse: Warehouse, step: Step) -> None:
-    statements = step.migration.up if step.action == APPLY else step.migration.down or ()
-    for n, statement in enumerate(statements, start=1):
+def _cluster_of(warehouse: Warehouse, cluster: Cluster | None) -> Cluster | None:
+    # A sharded warehouse's adapter carries its cluster (ClickHouseWarehouse.cluster); the others have none.
+    return cluster if cluster is not None else getattr(warehouse, "cluster", None)
+
+
+def _statements(step: Step) -> tuple[str, ...]:
+    return step.migration.up if step.action == APPLY else step.migration.down or ()
+
+
+def _rewrite(
+    migrations: Sequence[Migration], steps: Sequence[Step], cluster: Cluster | None
+) -> list[list[list[Placed]]]:
+    """Each step's statements in the cluster's layout, all of them before anything runs: a statement without a
+    sharded form changes nothing."""
+    layout = cluster.layout if cluster is not None else Layout()
+    try:
+        tables = layout.tables(s for m in migrations for s in (*m.up, *(m.down or ())))
+        return [[layout.place(s, tables) for s in _statements(step)] for step in steps]
+    except LayoutError as exc:
+        raise MigrationError(f"refusing to migrate: {exc}") from exc
+
+
+async def _make_log(warehouse: Warehouse, cluster: Cluster) -> None:
+    """The log's tables on every node, before the log is read: a first run stopped half-way through making them
+    would leave a Distributed log that some shard cannot answer for. (Not beside a single-node install's log,
+    which read_state refuses.)"""
+    engine = await warehouse.query(
+        "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = {t:String}", {"t": TABLE}
+    )
+    if not engine or engine[0]["engine"] == "Distributed":
+        layout = cluster.layout
+        await _execute(warehouse, layout.place(_LOG_DDL, layout.tables([_LOG_DDL])), cluster.nodes)
+
+
+_CLUSTER_NODES = """SELECT toString(shard_num) AS shard, toString(replica_num) AS replica FROM system.clusters
+WHERE cluster = {cluster:String}"""
+
+
+async def _check_nodes(warehouse: Warehouse, cluster: Cluster) -> None:
+    """Refuses node lists that leave out a node of the cluster: its tables would never be made."""
+    if cluster.layout.replicated:
+        return
+    name = cluster.layout.cluster
+    every = {(r["shard"], r["replica"]) for r in await warehouse.query(_CLUSTER_NODES, {"cluster": name})}
+    if not every:
+        raise MigrationError(f"no cluster {name} in the server's configuration (system.clusters)")
+    reached = set()
+    for node in cluster.nodes:
+        rows = await node.query(_CLUSTER_NODES + " AND is_local", {"cluster": name})
+        reached |= {(r["shard"], r["replica"]) for r in rows}
+    missing = ", ".join(f"shard {shard} replica {replica}" for shard, replica in sorted(every - reached))
+    if missing:
+        raise MigrationError(
+            f"the nodes to migrate (REWARDS_CLICKHOUSE_NODES) leave out {missing} of cluster {name}: every node "
+            "creates its own tables"
+        )
+
+
+async def _execute(warehouse: Warehouse, statements: Sequence[Placed], nodes: Sequence[Warehouse]) -> None:
+    """Each statement on every node (those each node runs for itself) or on the warehouse's, in order."""
+    for placed in statements:
+        for node in nodes if placed.each_node else (warehouse,):
+            await node.command(placed.sql)
+
+
+async def _run(warehouse: Warehouse, step: Step, statements: list[list[Placed]], nodes: Sequence[Warehouse]) -> None:
+    for n, placed in enumerate(statements, start=1):
         try:
-            await warehouse.command(statement)
+            await _execute(warehouse, placed, nodes)
         except Exception as exc:
             raise MigrationError(
                 f"migration {step} failed at statement {n} of {len(statements)} and is not recorded "
@@ -254,10 +362,12 @@ def _versions(steps: Sequence[Step]) -> str:
     return ", ".join(str(s.migration.version) for s in steps)
 
 
-async def status(warehouse: Warehouse, migrations: Sequence[Migration] | None = None) -> dict:
+async def status(
+    warehouse: Warehouse, migrations: Sequence[Migration] | None = None, cluster: Cluster | None = None
+) -> dict:
     """Each migration's state (applied, adoptable, pending; unknown for an applied version this code lacks)
     and what would refuse a migration. Changes nothing."""
-    state = await read_state(warehouse, migrations)
+    state = await read_state(warehouse, migrations, _cluster_of(warehouse, cluster))
     adoptable = {m.version for m in state.adoptable}
     rows = []
     for migration in state.migrations:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
@@ -30,6 +30,10 @@ def parse_duration(value: object) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _comma_separated(value: object) -> object:
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
 
 
 def _engine_url(name: str):
@@ -67,8 +71,20 @@ class Settings(BaseSettings):
         "auto", validation_alias=AliasChoices("REDIS_CLUSTER", "REWARDS_REDIS_CLUSTER")
     )
     clickhouse_url: str | None = _engine_url("CLICKHOUSE_URL")
+    # A ClickHouse cluster (unset: CLICKHOUSE_URL's server holds the whole warehouse). Each table is then `<t>_local`
+    # on every shard plus `<t>`, Distributed over them by project (schemas/clickhouse/layout.py), and `rewards
+    # migrate` creates them on every node: on each of CLICKHOUSE_NODES (every node's HTTP URL, comma-separated; the
+    # declared MergeTree engines), or with CLICKHOUSE_REPLICATED once with ON CLUSTER (Replicated engines; Keeper).
+    # Only `rewards migrate` needs these: the other processes read and write the plain names through any node.
+    clickhouse_cluster: str | None = None
+    clickhouse_nodes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ()
+    clickhouse_replicated: bool = False
     events_partitions: int = 12  # partitions of the events topic, created by `rewards migrate`
-    kafka_replication_factor: int = 1
+    # Replicas of every topic `rewards migrate` creates, and how many of them must have a write before the
+    # broker acknowledges it (every producer sends acks=all): 3 and 2 on a production cluster, so that one
+    # broker down stalls nothing for long and loses nothing. 1 and 1 fit a single broker (development).
+    kafka_replication_factor: int = Field(1, ge=1)
+    kafka_min_insync_replicas: int = Field(1, ge=1)
     producer_pool_size: int = 8  # transactional producers per ingest process (one transaction each at a time)
     # This ingest process's identity, stable across its restarts (a pod name, a StatefulSet ordinal, a systemd
     # instance; default: the host name): its Kafka transactional ids derive from it, so a restarted process

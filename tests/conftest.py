@@ -1,12 +1,14 @@
 import pytest
 
+from rewards.devengines.clickhouse import connect
 from tests.harness import Admin, Api, ProductionServer, Server
 
-pytest_plugins = ["tests.real_engines", "tests.redis_cluster"]
+pytest_plugins = ["tests.real_engines", "tests.redis_cluster", "tests.kafka_cluster", "tests.clickhouse_cluster"]
 
 SERVICE = "service_role"
-# The contract suite runs against every shape: tests that take `server` (or `api`) run once for each.
-SHAPES = ["embedded", "production"]
+# The contract suite runs against every shape: tests that take `server` (or `api`) run once for each. `sharded`,
+# the production shape on a warehouse of two ClickHouse shards, runs with the cluster suite (make test-cluster).
+SHAPES = ["embedded", "production", pytest.param("sharded", marks=pytest.mark.cluster)]
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +21,36 @@ def embedded_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def production_server(kafka_url, redis_url, clickhouse_url):
     engines = {"KAFKA_BOOTSTRAP_SERVERS": kafka_url, "REDIS_URL": redis_url, "CLICKHOUSE_URL": clickhouse_url}
+    server = ProductionServer(engines).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def sharded_kafka(tmp_path_factory):
+    """A broker of the sharded stack's own: its workers must not share a consumer group with another stack's."""
+    from tests.real_engines import _own_engine  # (imported here: the plugin is registered after this module)
+
+    yield from _own_engine("kafka", tmp_path_factory.mktemp("sharded-kafka"))
+
+
+@pytest.fixture(scope="session")
+def sharded_server(sharded_kafka, redis_url, clickhouse_cluster):
+    """The production shape with its warehouse sharded over two ClickHouse nodes (tests/clickhouse_cluster.py):
+    `rewards migrate` makes the `_local` and Distributed tables on each; the services know only CLICKHOUSE_URL."""
+    database = "contract_sharded"
+    for url in clickhouse_cluster.urls:
+        admin = connect(url)
+        admin.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+        admin.close()
+    urls = [f"{url.rstrip('/')}/{database}" for url in clickhouse_cluster.urls]
+    engines = {
+        "KAFKA_BOOTSTRAP_SERVERS": sharded_kafka.url,
+        "REDIS_URL": redis_url,
+        "CLICKHOUSE_URL": urls[0],
+        "REWARDS_CLICKHOUSE_CLUSTER": clickhouse_cluster.cluster,
+        "REWARDS_CLICKHOUSE_NODES": ",".join(urls),
+    }
     server = ProductionServer(engines).start()
     yield server
     server.stop()

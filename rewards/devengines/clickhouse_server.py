@@ -5,6 +5,10 @@ that keeps running for as long as the server must live. That statement sleeps a 
 of the endless system.numbers and aggregates, so it costs next to no CPU and produces no output. On SIGTERM or
 SIGINT we cancel it over our own listener (KILL QUERY), the call returns and chdb shuts down normally
 (exit status 0).
+
+A node of a local cluster (`--tcp-port`, `--cluster NAME --shard HOST:PORT ...`, see
+rewards.devengines.clickhouse.start_clickhouse_cluster) also opens the native TCP listener, which the other
+nodes' Distributed tables connect to, and names every shard in `<remote_servers>` (one replica each).
 """
 
 import argparse
@@ -29,15 +33,31 @@ KEEPALIVE = (
 _CONFIG = """<clickhouse>
   <listen_host>127.0.0.1</listen_host>
   <http_port>{port}</http_port>
-  <keep_alive_timeout>2</keep_alive_timeout>
+  <keep_alive_timeout>2</keep_alive_timeout>{cluster}
 </clickhouse>
 """
+_CLUSTER = """
+  <tcp_port>{tcp_port}</tcp_port>
+  <remote_servers>
+    <{name}>{shards}
+    </{name}>
+  </remote_servers>"""
+_SHARD = """
+      <shard><replica><host>{host}</host><port>{port}</port></replica></shard>"""
 
 
-def _serve(data: Path, outcome: dict, done: threading.Event) -> None:
+def config(port: int, tcp_port: int | None = None, cluster: str | None = None, shards: list[str] = ()) -> str:
+    """config.xml: the HTTP listener; for a cluster's node, the TCP listener and the cluster's shards too."""
+    if tcp_port is None:
+        return _CONFIG.format(port=port, cluster="")
+    shard_lines = "".join(_SHARD.format(host=s.rsplit(":", 1)[0], port=s.rsplit(":", 1)[1]) for s in shards)
+    return _CONFIG.format(port=port, cluster=_CLUSTER.format(tcp_port=tcp_port, name=cluster, shards=shard_lines))
+
+
+def _serve(data: Path, listen: str, outcome: dict, done: threading.Event) -> None:
     try:
         # TabSeparated becomes the listener's default format: clickhouse-connect fails with any other.
-        result = chdb._chdb.query(f"SYSTEM START LISTEN HTTP; {KEEPALIVE}", "TabSeparated", path=str(data))
+        result = chdb._chdb.query(f"{listen} {KEEPALIVE}", "TabSeparated", path=str(data))
         outcome["error"] = result.error_message() if result.has_error() else None
     except Exception as error:
         outcome["error"] = str(error)
@@ -51,16 +71,18 @@ def _cancel_keepalive(port: int) -> None:
     urllib.request.urlopen(request, timeout=10).read()
 
 
-def run(port: int, data: Path, work: Path) -> int:
+def run(port: int, data: Path, work: Path, node_config: str | None = None) -> int:
     data.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     stop, done, outcome = threading.Event(), threading.Event(), {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     # The listener reads config.xml from the working directory.
-    (work / "config.xml").write_text(_CONFIG.format(port=port))
+    (work / "config.xml").write_text(node_config or config(port))
     os.chdir(work)
-    threading.Thread(target=_serve, args=(data, outcome, done), daemon=True).start()
+    # A cluster's node listens on TCP first: once HTTP answers (the readiness probe), both do.
+    listen = ("SYSTEM START LISTEN TCP; " if node_config else "") + "SYSTEM START LISTEN HTTP;"
+    threading.Thread(target=_serve, args=(data, listen, outcome, done), daemon=True).start()
     while not done.is_set() and not stop.wait(0.2):
         pass
     if not done.is_set():
@@ -78,11 +100,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--work", type=Path, help="for config.xml (default: a temporary directory)")
+    parser.add_argument("--tcp-port", type=int, help="a cluster's node: the native listener's port")
+    parser.add_argument("--cluster", help="a cluster's node: the cluster's name in <remote_servers>")
+    parser.add_argument("--shard", action="append", default=[], help="a cluster's node: HOST:TCP_PORT of each shard")
     args = parser.parse_args(argv)
+    node_config = None
+    if args.tcp_port is not None:
+        if not args.cluster or not args.shard:
+            parser.error("--tcp-port goes with --cluster and a --shard for each shard")
+        node_config = config(args.port, args.tcp_port, args.cluster, args.shard)
     if args.work:
-        return run(args.port, args.data.resolve(), args.work.resolve())
+        return run(args.port, args.data.resolve(), args.work.resolve(), node_config)
     with tempfile.TemporaryDirectory(prefix="chdb-server-") as work:
-        return run(args.port, args.data.resolve(), Path(work))
+        return run(args.port, args.data.resolve(), Path(work), node_config)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,18 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: typer's rich panels tag every option with its Python type (`--help <bool>`, `<str>`).
+    rich_markup_mode=None,
     help="Rewards, referral and event-ingestion service.",
 )
-project_app = typer.Typer(no_args_is_help=True, help="Projects and their payout configuration.")
-key_app = typer.Typer(no_args_is_help=True, help="API keys.")
+project_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Projects and their payout configuration.")
+key_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="API keys.")
 app.add_typer(project_app, name="project")
 app.add_typer(key_app, name="key")
 
-DataDir = Annotated[Path, typer.Option("--data-dir", envvar="REWARDS_DATA_DIR", help="Where the data lives.")]
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", envvar="REWARDS_DATA_DIR", metavar="DIR", help="Where the data lives.")
+]
 DEFAULT_DATA_DIR = Path("data")
 
 
@@ -69,8 +73,8 @@ def _with_state(data_dir: Path, action, create: bool = False):
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8000,
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT", metavar="PORT")] = 8000,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Serve every endpoint and run the pipeline in one process (the embedded default)."""
@@ -98,18 +102,19 @@ def _serve_factory(factory: str, host: str, port: int, processes: int) -> None:
     )  # fmt: skip
 
 
-Processes = Annotated[int, typer.Option("--processes", help="Copies of the service sharing the port.")]
+Processes = Annotated[int, typer.Option("--processes", metavar="N", help="Copies of the service sharing the port.")]
 
 
 @app.command("ingest-api")
 def ingest_api(
-    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8001,
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT", metavar="PORT")] = 8001,
     processes: Processes = 1,
     instance: Annotated[
         str | None,
         typer.Option(
             envvar="REWARDS_INGEST_INSTANCE",
+            metavar="NAME",
             help="This service's identity, kept across its restarts and never shared by two live ones (a pod name,"
             " a systemd instance; default: the host name). Its Kafka transactional ids derive from it (and the"
             " worker's index), so a restart fences the dead process's open transactions at once.",
@@ -124,8 +129,8 @@ def ingest_api(
 
 @app.command("query-api")
 def query_api(
-    host: Annotated[str, typer.Option(envvar="REWARDS_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="REWARDS_PORT")] = 8002,
+    host: Annotated[str, typer.Option(envvar="REWARDS_HOST", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="REWARDS_PORT", metavar="PORT")] = 8002,
     processes: Processes = 1,
 ) -> None:
     """The production shape's reads (payouts, affiliate listing, claim history and totals)."""
@@ -139,6 +144,7 @@ def workers(
         typer.Option(
             "--processes",
             envvar="REWARDS_WORKER_PROCESSES",
+            metavar="N",
             min=1,
             help="Worker processes sharing the topic's partitions (one consumer group); 1 per core measured best."
             " If one exits, the others are stopped and its status is the command's.",
@@ -194,7 +200,12 @@ def migrate(
     ] = False,
     to: Annotated[
         int | None,
-        typer.Option("--to", min=0, help="Go up or down to this version (down only where migrations have down steps)."),
+        typer.Option(
+            "--to",
+            min=0,
+            metavar="VERSION",
+            help="Go up or down to this version (down only where migrations have down steps).",
+        ),
     ] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -255,14 +266,18 @@ def bound_redis_keys() -> None:
 
 
 @project_app.command("create")
-def project_create(name: Annotated[str, typer.Option("--name")], data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+def project_create(
+    name: Annotated[str, typer.Option("--name", metavar="NAME")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
     """Create a project; prints its id."""
     project_id = _with_state(data_dir, lambda state: state.create_project(name), create=True)
     _print({"project_id": project_id})
 
 
 @project_app.command("delete")
-def project_delete(project_id: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+def project_delete(
+    project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
     """Delete a project: its keys answer 404 from now on."""
     if not _with_state(data_dir, lambda state: state.delete_project(project_id)):
         _fail(f"project {project_id} not found")
@@ -271,8 +286,10 @@ def project_delete(project_id: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> Non
 
 @project_app.command("config")
 def project_config(
-    project: Annotated[str, typer.Option("--project")],
-    file: Annotated[Path, typer.Option("--file", exists=True, dir_okay=False, help="JSON or YAML document")],
+    project: Annotated[str, typer.Option("--project", metavar="ID")],
+    file: Annotated[
+        Path, typer.Option("--file", metavar="FILE", exists=True, dir_okay=False, help="JSON or YAML document")
+    ],
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Load the payout configuration (API.md §6) from a JSON or YAML file."""
@@ -301,8 +318,10 @@ def project_config(
 
 @key_app.command("create")
 def key_create(
-    project: Annotated[str, typer.Option("--project")],
-    scope: Annotated[list[str] | None, typer.Option("--scope", help=f"One of {', '.join(SCOPES)}; repeatable.")] = None,
+    project: Annotated[str, typer.Option("--project", metavar="ID")],
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", metavar="SCOPE", help=f"One of {', '.join(SCOPES)}; repeatable.")
+    ] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Create an API key; it is shown only here."""
@@ -323,7 +342,9 @@ def key_create(
 
 
 @key_app.command("revoke")
-def key_revoke(api_key: str, data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+def key_revoke(
+    api_key: Annotated[str, typer.Argument(metavar="API_KEY")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
     """Revoke an API key: it answers 401 from now on."""
     if not _with_state(data_dir, lambda state: state.revoke_key(api_key)):
         _fail("unknown or already revoked key")

@@ -95,3 +95,22 @@ def test_a_second_server_on_the_same_data_dir_says_so_in_one_line(embedded_serve
     assert result.stderr.splitlines() == [
         json.dumps({"error": f"another `rewards serve` is running on {embedded_server.data_dir.resolve()}"})
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["serve"], ["ingest-api"], ["query-api"], ["workers"], ["migrate"], ["bound-redis-keys"], ["project"],
+     ["project", "create"], ["project", "delete"], ["project", "config"], ["key"], ["key", "create"],
+     ["key", "revoke"]],
+)  # fmt: skip
+def test_help_names_what_each_option_takes_not_its_python_type(command):
+    """(typer still shows an argument's type: `API_KEY <str>`.)"""
+    from typer.testing import CliRunner
+
+    from rewards.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Show this message and exit." in result.output and "<bool>" not in result.output, result.output
+    options = [line for line in result.output.splitlines() if line.lstrip().startswith("--")]
+    assert options and not [line for line in options if "<" in line.split("  ")[0]], result.output  # NAME, not <str>

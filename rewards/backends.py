@@ -27,6 +27,7 @@ class Backends:
             await self.backpressure.close()
         if self.warehouse is not None:
             await self.warehouse.close()
+        await self.limiter.close()
         await self.state.close()
 
 

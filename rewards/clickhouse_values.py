@@ -2,8 +2,9 @@
 
 import functools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
+from typing import TypeVar
 
 
 @functools.lru_cache(maxsize=65536)
@@ -73,19 +74,28 @@ def _literal(value: object) -> str:
 # one Array(String) parameter are refused ("Field value too long"). So a list that grows with the input goes in
 # chunks, each well under that bound however its text is escaped.
 PARAM_BYTES = 64 * 1024
+T = TypeVar("T")
 
 
-def param_chunks(values: Iterable[str], max_bytes: int = PARAM_BYTES) -> Iterator[list[str]]:
-    """`values` in order, cut into lists whose Array(String) parameter text stays under `max_bytes` (each element
-    counted as if every byte were escaped, plus its quotes and comma); never an empty list."""
-    chunk: list[str] = []
+def param_cost(*texts: str) -> int:
+    """What the texts take at most in Array(String) parameters: each as if every byte were escaped, plus its quotes
+    and comma."""
+    return sum(2 * len(text.encode()) + 3 for text in texts)
+
+
+def param_chunks(
+    values: Iterable[T], max_bytes: int = PARAM_BYTES, cost: Callable[[T], int] = param_cost
+) -> Iterator[list[T]]:
+    """`values` in order, cut into lists whose parameters' text stays under `max_bytes` (`cost`: what one value
+    adds, over every parameter it goes into); never an empty list."""
+    chunk: list[T] = []
     size = 0
     for value in values:
-        cost = 2 * len(value.encode()) + 3
-        if chunk and size + cost > max_bytes:
+        value_cost = cost(value)
+        if chunk and size + value_cost > max_bytes:
             yield chunk
             chunk, size = [], 0
         chunk.append(value)
-        size += cost
+        size += value_cost
     if chunk:
         yield chunk

@@ -70,8 +70,13 @@ class RateLimiter:
         self._items: dict[str, RateLimitItem] = {
             op: parse(spec) for op, spec in {**DEFAULT_LIMITS, **(overrides or {})}.items()
         }
+        self._redis = redis  # owned: closed by close()
         self._hit = None if redis is None else redis.register_script(HIT)
         self._limiter = MovingWindowRateLimiter(storage_from_string("async+memory://")) if redis is None else None
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
 
     async def hit(self, operation: str, key_id: str) -> dict[str, str]:
         """Count one call; return the headers to send, or raise RateLimited."""

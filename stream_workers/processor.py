@@ -25,7 +25,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from rewards import dedup_archive
-from rewards.clickhouse_values import param_chunks
+from rewards.clickhouse_values import param_chunks, param_cost
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
 from rewards.domain.limits import check_time_ms
@@ -291,26 +291,37 @@ async def _referrals_of(warehouse: Warehouse, project_id: str, uses: list[CodeUs
     if not uses:
         return _Referrals()
     own = {u.use_id for u in uses}
-    owners = {
-        "project": project_id,
-        "owner_types": sorted({u.owner_identifier_type for u in uses}),
-        "owners": sorted({u.owner_identifier for u in uses}),
-    }
     counts: dict[str, int] = defaultdict(int)
-    for codes in param_chunks(sorted({u.code for u in uses})):
-        for row in await warehouse.query(REFERRALS_OF_CODES, {**owners, "codes": codes}):
+    codes = sorted({(u.code, u.owner_identifier_type, u.owner_identifier) for u in uses})
+    for chunk in param_chunks(codes, cost=lambda owned: param_cost(*owned)):
+        for row in await warehouse.query(REFERRALS_OF_CODES, _owned_codes(project_id, chunk)):
             counts[row["code"]] += int(row["n"])
-    for chunk in param_chunks(sorted(own)):
-        in_chunk = set(chunk)
-        codes = sorted({u.code for u in uses if u.use_id in in_chunk})
-        for row in await warehouse.query(OWN_USES_OF_CODES, {**owners, "codes": codes, "uses": chunk}):
+    by_use = sorted(uses, key=lambda u: u.use_id)
+    for chunk in param_chunks(
+        by_use, cost=lambda u: param_cost(u.use_id, u.code, u.owner_identifier_type, u.owner_identifier)
+    ):
+        owned = [(u.code, u.owner_identifier_type, u.owner_identifier) for u in chunk]
+        params = {**_owned_codes(project_id, owned), "uses": [u.use_id for u in chunk]}
+        for row in await warehouse.query(OWN_USES_OF_CODES, params):
             counts[row["code"]] -= int(row["n"])
     users = {User(u.user_identifier, u.user_identifier_type) for u in uses}
     referred = set()
     for chunk in param_chunks(sorted({u.user_identifier for u in uses})):
         found = await warehouse.query(REFERRALS_OF_USERS, {"project": project_id, "users": chunk})
         referred |= {User(r["user_id"], r["user_type"]) for r in found if r["use_id"] not in own}
+    if negative := {code: n for code, n in counts.items() if n < 0}:  # two workers wrote this delivery at once
+        log.warning("more of a delivery's own uses found than referrals of their codes", codes=negative)
     return _Referrals(uses={code: n for code, n in counts.items() if n > 0}, referred=referred & users)
+
+
+def _owned_codes(project_id: str, owned: list[tuple[str, str, str]]) -> dict:
+    """The parameters naming these (code, owner type, owner) of a project."""
+    return {
+        "project": project_id,
+        "codes": sorted({code for code, _, _ in owned}),
+        "owner_types": sorted({owner_type for _, owner_type, _ in owned}),
+        "owners": sorted({owner for _, _, owner in owned}),
+    }
 
 
 async def _config_of(project_id: str, state: StateStore) -> engine.Rules | _Unusable:

@@ -85,6 +85,19 @@ def test_migrate_refuses_more_insync_replicas_than_replicas():
     assert "REWARDS_KAFKA_MIN_INSYNC_REPLICAS (2) exceeds REWARDS_KAFKA_REPLICATION_FACTOR (1)" in migrated.stderr
 
 
+async def test_migrate_refuses_a_topic_with_fewer_replicas_than_min_insync(kafka_url):
+    """An install whose topic has 1 replica, migrated with min.insync.replicas 2 (RF 3 in the settings): every write
+    would be refused, so migrate refuses, and changes nothing."""
+    from rewards.production.migrate import create_topic
+
+    topic = f"rf1-{os.getpid()}-{time.monotonic_ns()}"
+    assert await create_topic(kafka_url, 1, 1, topic, {"retention.ms": "60000"})
+    with pytest.raises(SystemExit, match=r"fewer than min\.insync\.replicas 2"):
+        await create_topic(kafka_url, 1, 3, topic, {"min.insync.replicas": "2"})
+    replicas, (value, _) = await replication_of(kafka_url, topic)
+    assert replicas == {1} and value == "1"  # the broker's default: the config was left alone
+
+
 async def replication_of(bootstrap: str, topic: str) -> tuple[set[int], tuple[str, str]]:
     """The replica counts of the topic's partitions, and its `min.insync.replicas` with where it comes from."""
     from aiokafka.admin import AIOKafkaAdminClient

@@ -423,7 +423,7 @@ async def test_an_install_made_before_migrations_is_adopted_then_upgraded(wareho
     assert rows == [{"channel": ""}]
     written = await dedup_archive.written_among(warehouse, project, WRITTEN_BEFORE, 35 * 86400)
     assert set(written) == WRITTEN_BEFORE  # what the workers wrote before, backfilled: never paid twice
-    uses = "SELECT count() AS n FROM dedup_ids WHERE project_id = {p:String} AND kind = 'code_use'"
+    uses = "SELECT uniqExact(dedup_id) AS n FROM dedup_ids WHERE project_id = {p:String} AND kind = 'code_use'"
     assert int((await warehouse.query(uses, {"p": project}))[0]["n"]) == 2  # the two code uses, from their payouts
 
     # The pipeline writes on: the old views and the new one count each new payout once.

@@ -134,10 +134,10 @@ async def test_a_delivery_cut_short_is_finished_once(backends):
 OWNER, ALICE, BOB = (User("0x" + c * 40, "evm_address") for c in "bcd")
 
 
-def use(project_id: str, code: str, user: User, max_uses: int | None = 1) -> CodeUseRecord:
+def use(project_id: str, code: str, user: User, max_uses: int | None = 1, owner: User = OWNER) -> CodeUseRecord:
     return CodeUseRecord(
-        project_id=project_id, use_id=uuid.uuid4().hex, code=code, owner_identifier=OWNER.identifier,
-        owner_identifier_type=OWNER.identifier_type, user_identifier=user.identifier,
+        project_id=project_id, use_id=uuid.uuid4().hex, code=code, owner_identifier=owner.identifier,
+        owner_identifier_type=owner.identifier_type, user_identifier=user.identifier,
         user_identifier_type=user.identifier_type, used_at_ms=now_ms(), max_uses=max_uses,
     )  # fmt: skip
 
@@ -215,9 +215,10 @@ async def test_a_full_delivery_with_the_longest_ids_is_written_once(warehouses):
     ids = [f"{i:06d}".ljust(255, "x") for i in range(Settings().worker_batch_size - n_uses)]
     await accepted(backends, project_id, *ids)
     users = [User("0x" + f"{i:040x}", "evm_address") for i in range(n_uses)]
+    owners = [User(f"owner-{i:05d}@".ljust(250, "o") + ".example.com", "email") for i in range(n_uses)]
     records = [conversion(project_id, d, now_ms()) for d in ids] + [
-        use(project_id, f"C{i}", u, 1) for i, u in enumerate(users)
-    ]
+        use(project_id, f"C{i}", u, 1, owner) for i, (u, owner) in enumerate(zip(users, owners, strict=True))
+    ]  # each code of its own owner, as long an email as the edge takes
     failing = FailingOnce(backends.warehouse, "payouts")  # the conversions and referrals are written, the rest not
     with pytest.raises(ConnectionError):
         await process_delivery(Delivery("t-full", records), backends.state, failing)

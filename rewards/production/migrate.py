@@ -54,11 +54,15 @@ async def _create_or_update(admin, partitions: int, replication: int, name: str,
             return True
         except TopicAlreadyExistsError:  # another process created it meanwhile (or our own try that timed out)
             pass
-    if configs:
-        resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=configs)
-        await on_live_broker(lambda: _altered(admin.alter_configs([resource])))
     described = await on_live_broker(lambda: admin.describe_topics([name]))
     found = {len(p["replicas"]) for t in described for p in t["partitions"]}
+    min_insync = int(configs.get("min.insync.replicas", 1))
+    if found and min(found) < min_insync:  # acks=all writes would all be refused: refuse before changing anything
+        raise SystemExit(
+            f"topic {name} has {min(found)} replica(s) per partition, fewer than min.insync.replicas {min_insync}:"
+            " every write would be refused. Reassign its partitions first (kafka-reassign-partitions), or lower"
+            " REWARDS_KAFKA_MIN_INSYNC_REPLICAS"
+        )
     if found != {replication}:
         log.warning(
             "topic replication factor differs from the settings; migrate does not change it",
@@ -66,6 +70,9 @@ async def _create_or_update(admin, partitions: int, replication: int, name: str,
             replication_factor=sorted(found),
             settings=replication,
         )
+    if configs:
+        resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=configs)
+        await on_live_broker(lambda: _altered(admin.alter_configs([resource])))
     return False
 
 

@@ -155,20 +155,26 @@ class Admin:
         self._do(lambda s: s.delete_project(project_id))
 
 
+def url_for(server: Server | ProductionServer, method: str, path: str) -> str:
+    """The URL of `path` (`/api/v1/…`) on the service of `server` that answers it: routed by `rewards/routing.py`,
+    as the production gateway routes (both services are one in the embedded shape)."""
+    return server.urls[service_for(method, path)] + path
+
+
 class Api(httpx.Client):
     """A client of one project, with a key of the given scopes."""
 
     def __init__(self, server: Server | ProductionServer, api_key: str, project_id: str):
         headers = {"Authorization": f"Bearer {api_key}"}
         super().__init__(base_url=f"{server.urls['ingest']}/api/v1", headers=headers, timeout=30)
-        self.query_url = server.urls["query"]
+        self.server = server
         self.api_key = api_key
         self.project_id = project_id
 
     def request(self, method: str, url, **kwargs) -> httpx.Response:
         """Relative paths go to the service that answers them, as the production gateway routes."""
-        if isinstance(url, str) and url.startswith("/") and service_for(method, "/api/v1" + url) == "query":
-            url = f"{self.query_url}/api/v1{url}"
+        if isinstance(url, str) and url.startswith("/"):
+            url = url_for(self.server, method, "/api/v1" + url)
         return super().request(method, url, **kwargs)
 
     def wait_processed(self, *dedup_ids: str, timeout_s: float = 10) -> None:

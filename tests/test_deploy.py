@@ -9,6 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from rewards import routing
 from rewards.cli import app
 from rewards.routing import QUERY_ROUTES, service_for
 
@@ -35,19 +36,61 @@ def test_every_deployed_command_is_a_rewards_command():
             assert option in result.output
 
 
-def gateway_rules(text: str) -> list[re.Pattern]:
-    return [re.compile(m) for m in re.findall(r'"~(\^GET [^"]+)" query;', text)]
+def gateway_rules(text: str) -> list[tuple[re.Pattern, str]]:
+    """The `map` choosing the upstream, as nginx reads it: regexes in order, the first match wins."""
+    assert re.search(r'^\s*map "\$request_method \$uri" \$rewards_service \{\n\s*default ingest;$', text, re.M)
+    return [(re.compile(m), service) for m, service in re.findall(r'^\s*"~([^"]+)" (\w+);$', text, re.M)]
+
+
+def app_routes() -> list[tuple[str, str, str]]:
+    """(service, method, path) of every route the two APIs serve, path parameters filled in."""
+    from ingest_api.app import ROUTERS as INGEST
+    from query_api.app import ROUTERS as QUERY
+
+    return [
+        (service, method, "/api/v1" + re.sub(r"\{[^}]+\}", "x", route.path))
+        for service, routers in (("ingest", INGEST), ("query", QUERY))
+        for router in routers
+        for route in router.routes
+        for method in sorted(route.methods)
+    ]
+
+
+def routing_cases() -> list[tuple[str, str]]:
+    """Every route of the APIs, and around every prefix of the table: under it, beside it, other methods."""
+    cases = {(method, path) for _, method, path in app_routes()}
+    for method, prefix in QUERY_ROUTES:
+        for path in (prefix, prefix + "/", prefix + "/a/b", prefix + "x", prefix + "-x", prefix.rsplit("/", 1)[0]):
+            cases |= {(m, path) for m in {method, "GET", "POST", "PUT", "PATCH", "DELETE"}}
+    return sorted(cases)
 
 
 @pytest.mark.parametrize("config", [DEPLOY / "gateway.conf", DEPLOY / "k8s" / "rewards.yaml"])
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [("GET", "/api/v1/payouts/summary"), ("GET", "/api/v1/affiliates"), ("POST", "/api/v1/affiliates"),
-     ("GET", "/api/v1/claim-checks/totals"), ("POST", "/api/v1/claim-checks/close"), ("GET", "/api/v1/events/status"),
-     ("POST", "/api/v1/events/batch"), ("GET", "/api/v1/referral_codes"), ("GET", "/api/v1/affiliatesx")],
-)  # fmt: skip
+@pytest.mark.parametrize(("method", "path"), routing_cases())
 def test_gateway_routes_like_the_code(config, method, path):
     rules = gateway_rules(config.read_text())
-    assert len(rules) == 1 and len(QUERY_ROUTES) == 3
-    routed = "query" if any(rule.match(f"{method} {path}") for rule in rules) else "ingest"
+    assert len(rules) == len(QUERY_ROUTES)
+    routed = next((service for rule, service in rules if rule.match(f"{method} {path}")), "ingest")
     assert routed == service_for(method, path)
+
+
+@pytest.mark.parametrize("name", routing.GENERATED_FILES)
+def test_deploy_routes_are_generated_from_the_table(name):
+    text = (DEPLOY.parent / name).read_text()
+    assert routing.render(text) == text, "run `python -m rewards.routing`"
+
+
+def test_a_deploy_file_out_of_step_with_the_table_fails_the_check(tmp_path):
+    for name in routing.GENERATED_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((DEPLOY.parent / name).read_text())
+    assert routing.stale_files(tmp_path) == []
+    edited = (tmp_path / "deploy" / "gateway.conf").read_text().replace('"~^GET /api/v1/affiliates(/|$)" query;\n', "")
+    (tmp_path / "deploy" / "gateway.conf").write_text(edited)
+    assert routing.stale_files(tmp_path) == ["deploy/gateway.conf"]
+    assert routing.main(["--check"]) == 0  # the committed files are in step
+
+
+@pytest.mark.parametrize(("service", "method", "path"), app_routes())
+def test_the_table_sends_every_route_to_the_api_serving_it(service, method, path):
+    assert service_for(method, path) == service

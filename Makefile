@@ -32,7 +32,7 @@ run: $(STAMP)
 # a broker and a consumer group. make test-cluster runs the whole cluster suite (3 Kafka brokers, 3 Redis masters,
 # 2 ClickHouse shards; ~3.5 min, ~2.5 GB more): besides these, the broker kills under load and the contract suite
 # on two shards, which would take make test past 13 of CI's 15 minutes.
-QUICK_CLUSTER_TESTS := tests/test_state_contract.py tests/test_key_cache.py tests/test_redis_cluster.py \
+QUICK_CLUSTER_TESTS := tests/contract tests/test_key_cache.py tests/test_redis_cluster.py \
 	tests/test_clickhouse_shards.py
 test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .

@@ -25,6 +25,7 @@ import aiohttp
 import orjson
 
 from bench.report import percentiles
+from rewards.routing import service_for
 
 BATCH = 100
 REPEATED = 3  # events of each batch that repeat the connection's previous batch (known: not accepted again)
@@ -127,11 +128,16 @@ async def load(url: str, keys: list[str], seconds: float, connections: int, rate
 
 
 async def _visible(session, ingest_url, query_url, headers, dedup_id, user) -> bool:
-    status_url = f"{ingest_url}/api/v1/events/status"
+    urls = {"ingest": ingest_url, "query": query_url}  # each path on its service, as the gateway routes it
+
+    def url_of(path: str) -> str:
+        return urls[service_for("GET", path)] + path
+
+    status_url = url_of("/api/v1/events/status")
     async with session.get(status_url, params={"dedup_id": dedup_id}, headers=headers) as response:
         if (await response.json())["status"] != "processed":
             return False
-    totals_url = f"{query_url}/api/v1/payouts/totals/{user}"
+    totals_url = url_of(f"/api/v1/payouts/totals/{user}")
     async with session.get(totals_url, params={"identifier_type": "evm_address"}, headers=headers) as response:
         return (await response.json())["total_points"] == str(PROBE_POINTS)
 

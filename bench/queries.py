@@ -177,8 +177,8 @@ def _timed_gets(client: httpx.Client, path: str, params: list[dict], runs: int) 
 
 
 def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
-    from rewards.backends import open_embedded_state
     from rewards.embedded.chdb_warehouse import ChdbWarehouse
+    from rewards.wiring import open_embedded_state
 
     data_dir = context.data_root / "queries" / "embedded"
 

@@ -1,7 +1,6 @@
 """The adapters a process runs with, chosen once at start-up and shared by every request."""
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from rewards.backpressure import Backpressure
 from rewards.ports import EventLog, EventSource, StateStore, Warehouse
@@ -29,36 +28,3 @@ class Backends:
             await self.warehouse.close()
         await self.limiter.close()
         await self.state.close()
-
-
-def state_path(data_dir: Path) -> Path:
-    return data_dir / "state.sqlite3"
-
-
-def open_embedded_state(data_dir: Path):
-    """The state store alone: what the CLI needs, safe beside a running `rewards serve`."""
-    from rewards.embedded.sqlite_db import SqliteDatabase
-    from rewards.embedded.sqlite_state import SqliteStateStore
-
-    return SqliteStateStore(SqliteDatabase(state_path(data_dir)))
-
-
-async def open_embedded(settings: Settings) -> Backends:
-    from rewards.embedded.chdb_warehouse import ChdbWarehouse
-    from rewards.embedded.sqlite_db import SqliteDatabase
-    from rewards.embedded.sqlite_outbox import SqliteOutbox
-    from rewards.embedded.sqlite_state import SqliteStateStore
-
-    db = SqliteDatabase(state_path(settings.data_dir))
-    outbox = SqliteOutbox(db)
-    warehouse = ChdbWarehouse(settings.data_dir / "warehouse")
-    await warehouse.migrate()
-    return Backends(
-        settings=settings,
-        state=SqliteStateStore(db, settings.dedup_window, settings.idempotency_ttl),
-        log=outbox,
-        source=outbox,
-        warehouse=warehouse,
-        limiter=RateLimiter(settings.rate_limits),
-        backpressure=Backpressure(outbox, settings.max_backlog),
-    )

@@ -15,6 +15,8 @@ from typing import Protocol
 import structlog
 from prometheus_client import Counter, Gauge
 
+from rewards.ports import Unavailable
+
 log = structlog.get_logger(__name__)
 
 BACKLOG = Gauge(
@@ -30,11 +32,12 @@ class BacklogSource(Protocol):
         """Messages published and not yet written by the workers."""
 
 
-class Backlogged(Exception):
+class Backlogged(Unavailable):
     """The workers are too far behind: nothing of the batch was accepted."""
 
     def __init__(self, backlog: int, bound: int):
         super().__init__(f"the pipeline is {backlog} messages behind (bound {bound}): nothing accepted, retry later")
+        self.answer = f"Service Unavailable: {self}"
 
 
 class Backpressure:

@@ -44,25 +44,19 @@ def _with_state(data_dir: Path, action, create: bool = False):
     """Run `action(state)` on the state store: Redis's when REDIS_URL is set (the production shape),
     else the embedded one of `data_dir` (safe beside a running server). Only `create` makes a new one:
     run from another folder, a command would otherwise make an empty `./data` and its keys answer 401."""
-    from rewards.backends import open_embedded_state, state_path
     from rewards.settings import Settings
+    from rewards.wiring import open_state, state_path
 
-    redis_url = Settings().redis_url
+    settings = Settings()
+    redis_url = settings.redis_url
     if not redis_url and not create and not state_path(data_dir).exists():
         _fail(
             f"no data in {data_dir.resolve()}: pass the folder `rewards serve` uses (--data-dir or "
             "REWARDS_DATA_DIR), or create a project there first (`rewards project create`)"
         )
 
-    async def open_state():
-        if redis_url:
-            from rewards.production.redis_state import open_redis_state
-
-            return await open_redis_state(redis_url)
-        return open_embedded_state(data_dir)
-
     async def run():
-        state = await open_state()
+        state = await open_state(redis_url or f"sqlite:///{state_path(data_dir)}", settings)
         try:
             return await action(state)
         finally:
@@ -170,22 +164,20 @@ def _migration_warehouse(data_dir: Path):
     """What `migrate --status` and `--to` work on: the ClickHouse server of CLICKHOUSE_URL when set, else the
     embedded warehouse of `data_dir` (not while `rewards serve` runs on it: chdb holds its directory)."""
     from rewards.settings import Settings
+    from rewards.wiring import open_warehouse
 
-    url = Settings().clickhouse_url
-    if url:
-        from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-
-        return "clickhouse", lambda: ClickHouseWarehouse.open(Settings())  # on a cluster, with its nodes too
+    settings = Settings()
+    if settings.clickhouse_url:
+        return "clickhouse", lambda: open_warehouse(settings.clickhouse_url, settings, with_nodes=True)
     path = data_dir / "warehouse"
     if not path.is_dir():
         _fail(f"no embedded warehouse at {path} (set CLICKHOUSE_URL for the production shape's)")
 
     async def open_embedded():
-        from rewards.embedded.chdb_warehouse import ChdbWarehouse
         from rewards.migrations import MigrationError
 
         try:
-            return ChdbWarehouse(path)
+            return await open_warehouse(f"chdb:///{path}", settings)
         except RuntimeError as exc:  # chdb's: most likely a `rewards serve` holds the directory
             raise MigrationError(f"cannot open the embedded warehouse at {path} (is `rewards serve` running on it?): "
                                  f"{exc}") from exc  # fmt: skip
@@ -247,15 +239,15 @@ def bound_redis_keys() -> None:
     shape, REDIS_URL): a one-off after upgrading, safe beside running services (README "Windows")."""
     from tqdm import tqdm
 
-    from rewards.production.redis_state import open_redis_state
     from rewards.settings import Settings
+    from rewards.wiring import open_state
 
     settings = Settings()
     if not settings.redis_url:
         _fail("bound-redis-keys works on the production shape's Redis: set REDIS_URL")
 
     async def run() -> int:
-        state = await open_redis_state(settings.redis_url, settings)
+        state = await open_state(settings.redis_url, settings)
         try:
             with tqdm(total=await state.key_count(), desc="scanning", unit="key", file=sys.stderr) as bar:
                 return await state.bound_unexpiring_keys(scanned=bar.update)
@@ -293,8 +285,9 @@ def project_config(
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Load the payout configuration (API.md §6) from a JSON or YAML file."""
-    from ingest_api.projects.router import config_json, parse_config
-    from rewards.errors import ApiError
+    from ingest_api.projects.service import config_json, parse_config
+    from rewards.domain.payout_config import InvalidConfig
+    from rewards.errors import validation_messages
 
     try:
         document = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
@@ -302,8 +295,8 @@ def project_config(
         _fail(f"{file} is not valid JSON or YAML: {exc}")
     try:
         config = parse_config(document)
-    except ApiError as exc:
-        _fail(exc.message if isinstance(exc.message, str) else "; ".join(exc.message))
+    except InvalidConfig as exc:
+        _fail("; ".join(validation_messages(exc.errors)))
 
     async def put(state):
         if not await state.project_exists(project):

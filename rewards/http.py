@@ -19,10 +19,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from rewards.backends import Backends
-from rewards.domain.errors import DomainError
+from rewards.domain.errors import DomainError, ErrorKind
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
-from rewards.errors import ApiError, ErrorBody, bad_request, error_body, unavailable, validation_messages
+from rewards.errors import RETRY_AFTER_S, ApiError, ErrorBody, bad_request, error_body, validation_messages
 from rewards.keys import SCOPES
 from rewards.middleware import (
     BodyLimitMiddleware,
@@ -32,7 +32,7 @@ from rewards.middleware import (
     UnhandledErrorMiddleware,
     Utf8TargetMiddleware,
 )
-from rewards.ports import LogUnavailable, Principal
+from rewards.ports import Principal, Unavailable
 from rewards.ratelimit import DEFAULT_LIMITS, RateLimited
 
 try:
@@ -104,7 +104,21 @@ def backends_of(request: Request) -> Backends:
     return request.app.state.backends
 
 
-LOG_UNAVAILABLE_MESSAGE = "Service Unavailable: the event log did not take the write; nothing changed, retry later"
+def unavailable_answer(request: Request, message: str, log_line: str | None, error: Exception) -> JSONResponse:
+    """503 with Retry-After: nothing was changed, the same request may be sent again."""
+    if log_line is not None:
+        log.warning(log_line, method=request.method, path=request.url.path, error=str(error))
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+    return JSONResponse(error_body(503, message), status_code=503, headers=headers)
+
+
+# The one place a broken domain rule becomes an HTTP status.
+DOMAIN_ERROR_STATUS = {
+    ErrorKind.INVALID: 400,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.CONFLICT: 409,
+    ErrorKind.EXHAUSTED: 422,
+}
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -112,16 +126,16 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: ApiError):
         return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status, headers=exc.headers)
 
-    @app.exception_handler(LogUnavailable)
-    async def log_unavailable(request: Request, exc: LogUnavailable):
+    @app.exception_handler(Unavailable)
+    async def refused_for_now(request: Request, exc: Unavailable):
         # Every endpoint that publishes does it inside its state-store block, which the exception undid
         # on its way here (rewards.ports): nothing changed, and the same request may be sent again.
-        log.warning("event log unavailable; answered 503", method=request.method, path=request.url.path, error=str(exc))
-        return await api_error(request, unavailable(LOG_UNAVAILABLE_MESSAGE))
+        return unavailable_answer(request, exc.answer, exc.log_line, exc)
 
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError):
-        return JSONResponse(error_body(exc.status, str(exc)), status_code=exc.status)
+        status = DOMAIN_ERROR_STATUS[exc.kind]
+        return JSONResponse(error_body(status, str(exc)), status_code=status)
 
     @app.exception_handler(RateLimited)
     async def rate_limited(request: Request, exc: RateLimited):

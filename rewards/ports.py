@@ -1,8 +1,11 @@
 """The ports: one small interface per engine role, each with an embedded and a production adapter.
 
-- StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency).
+- StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
+  one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore.
+  A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
+- PlanStore: where the workers record each batch's end before writing it (stream_workers.plans).
 
 A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids and its publication
 on the log succeed together or not at all (an exception inside the block undoes the claim). Every
@@ -81,8 +84,9 @@ class IngestClaim:
         self.response = body
 
 
-class StateStore(Protocol):
-    # projects and keys
+class ProjectStore(Protocol):
+    """Projects, their API keys and their payout configuration."""
+
     async def create_project(self, name: str) -> str: ...
     async def delete_project(self, project_id: str) -> bool: ...
     async def project_exists(self, project_id: str) -> bool: ...
@@ -92,7 +96,8 @@ class StateStore(Protocol):
     async def get_config(self, project_id: str) -> PayoutConfig: ...
     async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...
 
-    # affiliates
+
+class AffiliateStore(Protocol):
     def create_affiliate(self, project_id: str, affiliate: Affiliate) -> AbstractAsyncContextManager[Change[bool]]:
         """value: whether the affiliate was created (False: the user is one already, nothing to publish);
         payload: its AffiliateRecord."""
@@ -101,7 +106,10 @@ class StateStore(Protocol):
     async def affiliates_among(self, project_id: str, users: Sequence[User]) -> dict[User, Affiliate]:
         """The affiliates among `users`, in one round trip (users who are not affiliates are left out)."""
 
-    # referral codes and the referral graph
+
+class ReferralStore(Protocol):
+    """Referral codes and the referral graph their uses make."""
+
     def create_codes(
         self, project_id: str, owner: User, quantity: int, max_uses: int | None
     ) -> AbstractAsyncContextManager[Change[list[CodeRecord]]]:
@@ -125,14 +133,19 @@ class StateStore(Protocol):
         """Each user's referrers, nearest first, up to `depth` (stopping at the top or at a cycle), in one
         round trip; a user nobody referred gets []."""
 
-    # events
+
+class IngestStore(Protocol):
+    """Events: the claim of a batch's dedup ids and Idempotency-Key, and what became of each event."""
+
     def ingest(
         self,
         project_id: str,
         dedup_ids: list[str],
         users_and_names: list[tuple[User, str]],
         idempotency: tuple[str, str] | None,
-    ) -> AbstractAsyncContextManager[IngestClaim]: ...
+    ) -> AbstractAsyncContextManager[IngestClaim]:
+        """An Idempotency-Key already used with another body raises IdempotencyKeyReused."""
+
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         """accepted | processed | failed, or None when the project never accepted it."""
 
@@ -144,7 +157,8 @@ class StateStore(Protocol):
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
         """Those of `dedup_ids` already processed or failed: a record published twice is handled once."""
 
-    # claim checks
+
+class ClaimCheckStore(Protocol):
     async def register_claim_checks(self, project_id: str, checks: Sequence[ClaimCheck]) -> None:
         """Add checks opened by the workers; a check already known is left as it is."""
 
@@ -159,14 +173,30 @@ class StateStore(Protocol):
         the changed checks (value) and their ClaimCheckRecords (payload). An unknown id raises
         ClaimCheckNotFound; `change` may raise a conflict."""
 
+
+class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, Protocol):
+    """Every aggregate of Redis's role, in one engine: what each adapter implements."""
+
     async def ping(self) -> None: ...
     async def close(self) -> None: ...
 
 
-class LogUnavailable(Exception):
+class Unavailable(Exception):
+    """A request refused because an engine did not take or answer it, or the pipeline is too far behind: nothing
+    changed, and the same request may be sent again. The HTTP layer answers every kind alike (one handler in
+    rewards.http): 503, `Retry-After`, and the kind's `answer`."""
+
+    answer = "Service Unavailable: retry later"
+    log_line: str | None = None  # logged as a warning with each refusal (None: the refusal is not logged)
+
+
+class LogUnavailable(Unavailable):
     """The event log did not take a publication, or cannot tell whether it did (its answer was lost):
     what every `EventLog.publish` raises on failure. The state-store block around the publish undoes
     its change; the HTTP layer answers 503 with `Retry-After`."""
+
+    answer = "Service Unavailable: the event log did not take the write; nothing changed, retry later"
+    log_line = "event log unavailable; answered 503"
 
 
 class EventLog(Protocol):
@@ -222,5 +252,15 @@ class Warehouse(Protocol):
     async def query(self, sql: str, params: dict | None = None) -> list[dict]: ...
     async def command(self, sql: str) -> None:
         """Run one statement that answers no rows (DDL, `INSERT ... SELECT`): a migration's steps."""
+
+    async def close(self) -> None: ...
+
+
+class PlanStore(Protocol):
+    """Batch plans (stream_workers.plans): where each batch of a partition ends, recorded before it is written."""
+
+    async def claim(self, key: str, last_offset: int) -> tuple[int, bool]:
+        """Record `last_offset` as the end of the batch `key` unless one is recorded already.
+        Returns the recorded end and whether it was recorded by this call."""
 
     async def close(self) -> None: ...

@@ -10,10 +10,10 @@ from fastapi import FastAPI
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
-from rewards.backends import open_embedded
 from rewards.http import create_app
 from rewards.logging import configure_logging
 from rewards.settings import Settings
+from rewards.wiring import open_embedded
 from stream_workers.app import running_worker
 
 log = structlog.get_logger(__name__)

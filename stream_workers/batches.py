@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from rewards.ports import Delivery
+from rewards.ports import Delivery, PlanStore
 from schemas.records import AnyRecord, Undecodable, decode_message
-from stream_workers.plans import PlanStore, plan_key
+from stream_workers.plans import plan_key
 
 log = structlog.get_logger(__name__)
 

@@ -44,11 +44,11 @@ from faust.types import TP
 from prometheus_client import Counter
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rewards.ports import DeadLetterLog, StateStore, Warehouse
+from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
-from stream_workers.plans import PlanStore, SqlitePlans, WarehousePlans
+from stream_workers.plans import SqlitePlans, WarehousePlans
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
 
@@ -100,10 +100,10 @@ class Resources:
 
 
 async def open_resources(settings: Settings, options: WorkerOptions) -> Resources:
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
     from rewards.production.kafka_dead_letters import KafkaDeadLetters
+    from rewards.wiring import open_warehouse
 
-    warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url)
+    warehouse = await open_warehouse(settings.clickhouse_url, settings)
     try:
         state, plans = await _open_state(settings, options, warehouse)
     except BaseException:
@@ -131,13 +131,11 @@ async def kafka_cluster_id(bootstrap_servers: str) -> str:
 
 
 async def _open_state(settings: Settings, options: WorkerOptions, warehouse: Warehouse) -> tuple[StateStore, PlanStore]:
+    from rewards.wiring import open_embedded_state, open_state
+
     if options.state == "sqlite":
-        from rewards.backends import open_embedded_state
-
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
-    from rewards.production.redis_state import open_redis_state
-
-    return await open_redis_state(settings.redis_url, settings), WarehousePlans(warehouse)
+    return await open_state(settings.redis_url, settings), WarehousePlans(warehouse)
 
 
 # -- read_committed ------------------------------------------------------------------------------------

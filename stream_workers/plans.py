@@ -20,10 +20,10 @@ import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
 
 from rewards.clickhouse_values import ch_datetime
 from rewards.domain.timestamps import now_ms
+from rewards.ports import PlanStore
 
 RETENTION_S = 7 * 24 * 3600
 
@@ -32,15 +32,7 @@ def plan_key(topic: str, partition: int, first_offset: int) -> str:
     return f"{topic}:{partition}:{first_offset}"
 
 
-class PlanStore(Protocol):
-    async def claim(self, key: str, last_offset: int) -> tuple[int, bool]:
-        """Record `last_offset` as the end of the batch `key` unless one is recorded already.
-        Returns the recorded end and whether it was recorded by this call."""
-
-    async def close(self) -> None: ...
-
-
-class SqlitePlans:
+class SqlitePlans(PlanStore):
     """Plans in a SQLite file that every worker of one machine shares (the embedded state's companion)."""
 
     PRUNE_EVERY = 1000
@@ -78,7 +70,7 @@ class SqlitePlans:
         self._executor.shutdown()
 
 
-class WarehousePlans:
+class WarehousePlans(PlanStore):
     """Plans in the warehouse (`worker_plans`, schemas/clickhouse/004_dedup_ids.sql): the first claim of a key wins
     because the insert carries the key as its deduplication token (a second insert of it is dropped); past the
     table's deduplication window, the earliest row still wins. Beside the rows the plan protects, so a crash

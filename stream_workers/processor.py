@@ -32,7 +32,7 @@ from rewards.domain.limits import check_time_ms
 from rewards.domain.payout_config import EMPTY_CONFIG, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
-from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
+from rewards.ports import DeadLetterLog, Delivery, IngestStore, ProjectStore, StateStore, Warehouse
 from schemas.records import (
     AffiliateRecord,
     ClaimCheckRecord,
@@ -202,7 +202,7 @@ def _count_dead_letters(dead: list[dict], token: str) -> None:
         )
 
 
-async def _not_yet_written(records: list, state: StateStore, warehouse: Warehouse, window_s: float) -> list:
+async def _not_yet_written(records: list, state: IngestStore, warehouse: Warehouse, window_s: float) -> list:
     """Drop records already written (published twice: an ingest retry after Redis forgot the id, the outbox
     relaying a change again) and repeats within the delivery. Ids the state store had not marked done but the
     warehouse holds are marked now."""
@@ -229,7 +229,7 @@ async def _not_yet_written(records: list, state: StateStore, warehouse: Warehous
     return kept
 
 
-async def _mark_found(state: StateStore, project_id: str, written: dict[tuple[str, str], str]) -> None:
+async def _mark_found(state: IngestStore, project_id: str, written: dict[tuple[str, str], str]) -> None:
     """Events the warehouse holds that the state store had not marked done (its marks were lost): mark them."""
     for status, mark in (("processed", state.mark_processed), ("failed", state.mark_failed)):
         ids = [d for (kind, d), found in written.items() if kind == dedup_archive.EVENT and found == status]
@@ -324,7 +324,7 @@ def _owned_codes(project_id: str, owned: list[tuple[str, str, str]]) -> dict:
     }
 
 
-async def _config_of(project_id: str, state: StateStore) -> engine.Rules | _Unusable:
+async def _config_of(project_id: str, state: ProjectStore) -> engine.Rules | _Unusable:
     try:
         return engine.Rules(await state.get_config(project_id))
     except ValidationError as exc:  # the stored document, not the store: reading it again would fail again

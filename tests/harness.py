@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from rewards.backends import open_embedded_state
 from rewards.routing import service_for
+from rewards.wiring import open_embedded_state
 
 
 def free_port() -> int:

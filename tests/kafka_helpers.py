@@ -56,7 +56,7 @@ def engine(name: str, env_name: str, starter, tmp_path_factory) -> EngineHandle:
 
 
 def payout_config() -> PayoutConfig:
-    from ingest_api.projects.router import parse_config
+    from ingest_api.projects.service import parse_config
 
     return parse_config(CONFIG)
 

@@ -3,6 +3,8 @@
 import httpx
 import pytest
 
+from tests.harness import url_for
+
 
 def error_of(response: httpx.Response, status: int) -> str | list:
     assert response.status_code == status, response.text
@@ -23,11 +25,8 @@ UNKNOWN = "Unknown or revoked API key"
 )  # fmt: skip
 def test_missing_malformed_or_unknown_key_is_401_saying_which(server, header, message):
     headers = {} if header is None else {"Authorization": header}
-    for url in (
-        f"{server.urls['query']}/api/v1/payouts/summary?currency=point",
-        f"{server.urls['ingest']}/api/v1/projects/config",
-    ):
-        response = httpx.get(url, headers=headers)
+    for path in ("/api/v1/payouts/summary?currency=point", "/api/v1/projects/config"):
+        response = httpx.get(url_for(server, "GET", path), headers=headers)
         assert error_of(response, 401) == message
         assert response.headers["WWW-Authenticate"] == "Bearer"
         assert "garbage" not in response.text and "rk_nope" not in response.text  # the key is never echoed
@@ -76,5 +75,5 @@ def test_body_over_the_limit_is_413(api):
 
 
 def test_authentication_is_checked_before_the_query(server):
-    response = httpx.get(f"{server.urls['query']}/api/v1/payouts/leaderboard/users?from=garbage&page=0")
+    response = httpx.get(url_for(server, "GET", "/api/v1/payouts/leaderboard/users?from=garbage&page=0"))
     error_of(response, 401)

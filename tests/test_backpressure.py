@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
-from rewards.backends import open_embedded
 from rewards.backpressure import Backpressure
 from rewards.http import create_app
 from rewards.settings import Settings
+from rewards.wiring import open_embedded
 from stream_workers.app import running_worker
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api

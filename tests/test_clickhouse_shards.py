@@ -24,7 +24,6 @@ from query_api.claim_checks import queries as check_queries
 from query_api.payouts import queries as payout_queries
 from rewards import dedup_archive, migrations
 from rewards.affiliates import all_time_figures
-from rewards.backends import open_embedded_state
 from rewards.cli import app
 from rewards.devengines.clickhouse import connect
 from rewards.domain import claim_checks
@@ -32,6 +31,7 @@ from rewards.domain.payouts import User
 from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Delivery
 from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+from rewards.wiring import open_embedded_state
 from schemas import clickhouse as schema
 from schemas.clickhouse.layout import LOCAL, Layout, LayoutError, Placed
 from schemas.records import decode_message

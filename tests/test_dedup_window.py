@@ -15,7 +15,7 @@ from rewards.ports import ArchiveUnavailable, LogUnavailable
 from rewards.production.redis_keys import ProjectKeys
 from rewards.production.redis_state import RedisStateStore
 from rewards.settings import Settings, parse_duration
-from tests.test_state_contract import batch, ingest, redis_url  # noqa: F401 (a fixture)
+from tests.contract.support import batch, ingest, redis_url  # noqa: F401 (a fixture)
 
 WINDOW_S = 0.4
 

@@ -1,4 +1,4 @@
-"""rewards.production.backends.GroupedArchive: the dedup archive asked once for the lookups that wait together,
+"""rewards.production.grouped_archive.GroupedArchive: the dedup archive asked once for the lookups that wait together,
 each lookup answered for its own ids, exactly as the archive would have answered it alone."""
 
 import asyncio
@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from rewards.ports import ArchiveUnavailable
-from rewards.production.backends import GroupedArchive
+from rewards.production.grouped_archive import GroupedArchive
 
 
 class SlowArchive:

@@ -19,7 +19,17 @@ from rewards import keys
 from rewards.production import redis_keys
 from rewards.production.redis_state import KEY_CHANGES_CHANNEL, KEY_LIVE_S, open_redis_state
 from tests.conftest import SERVICE, event, evm
-from tests.harness import Admin, Api, ProductionServer, eventually, free_port, run_async, stop_processes, wait_healthy
+from tests.harness import (
+    Admin,
+    Api,
+    ProductionServer,
+    eventually,
+    free_port,
+    run_async,
+    stop_processes,
+    url_for,
+    wait_healthy,
+)
 
 BOUND_S = 1.0  # the bound: a revocation reaches every process within it
 
@@ -214,7 +224,7 @@ def two_ingest(production_server):
 
 
 def _status(server, api_key: str) -> int:
-    response = httpx.get(f"{server.urls['ingest']}/api/v1/events/status", params={"dedup_id": "x"},
+    response = httpx.get(url_for(server, "GET", "/api/v1/events/status"), params={"dedup_id": "x"},
                          headers={"Authorization": f"Bearer {api_key}"}, timeout=10)  # fmt: skip
     return response.status_code
 

@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from rewards import dedup_archive, migrations
-from rewards.backends import open_embedded, open_embedded_state
 from rewards.cli import app
 from rewards.devengines import clickhouse
 from rewards.domain.payout_config import PayoutConfig
@@ -26,6 +25,7 @@ from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Affiliate, Delivery
 from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.settings import Settings
+from rewards.wiring import open_embedded, open_embedded_state
 from schemas import clickhouse as schema
 from schemas.records import ConversionRecord, decode_message
 from stream_workers.processor import process_delivery
@@ -521,7 +521,7 @@ async def test_a_warehouse_newer_than_the_code_is_refused(warehouse, tmp_path):
 
 
 async def test_the_embedded_server_migrates_at_start_up(tmp_path):
-    """`rewards serve` opens its backends with rewards.backends.open_embedded: the same runner, on chdb."""
+    """`rewards serve` opens its backends with rewards.wiring.open_embedded: the same runner, on chdb."""
     warehouse = ChdbWarehouse(tmp_path / "warehouse")
     await run_legacy_ddl(warehouse, up_to=2)
     await warehouse.close()

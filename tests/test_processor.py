@@ -5,18 +5,18 @@ import uuid
 
 import pytest
 
-from rewards.backends import open_embedded
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery
 from rewards.production.redis_keys import ProjectKeys
 from rewards.settings import Settings
+from rewards.wiring import open_embedded
 from schemas.records import CodeUseRecord, ConversionRecord
 from stream_workers.processor import process_delivery
+from tests.contract.support import redis_url  # noqa: F401 (a fixture)
 from tests.test_migrations import server_place  # noqa: F401 (a fixture)
 from tests.test_payouts import CONFIG
-from tests.test_state_contract import redis_url  # noqa: F401 (a fixture)
 
 
 def conversion(project_id: str, dedup_id: str, received_ms: int = 1_790_000_000_000) -> ConversionRecord:

@@ -7,7 +7,7 @@ client that refuses what a cluster would.
 On a local cluster of 3 masters (marked `cluster`; tests.redis_cluster): the client is chosen by REDIS_CLUSTER;
 SCAN and DBSIZE cover every master; and the production services run on it end to end: ingest, workers, outbox,
 rate limits, and a key revoked in one process refused by the others within 1 s. (The state store's whole
-contract runs on the cluster in tests/test_state_contract.py.)
+contract runs on the cluster in tests/contract/.)
 """
 
 import asyncio
@@ -36,8 +36,8 @@ from rewards.production.redis_state import KEY_LIVE_S, RedisStateStore, open_red
 from rewards.ratelimit import RateLimiter
 from rewards.settings import Settings
 from tests.conftest import SERVICE, event, evm
-from tests.harness import Admin, Api, ProductionServer
-from tests.test_state_contract import Boom, affiliate, batch, check, create_codes, ingest, user
+from tests.contract.support import Boom, affiliate, batch, check, create_codes, ingest, user
+from tests.harness import Admin, Api, ProductionServer, url_for
 
 # -- every command keeps to one slot (one node) ---------------------------------------------------------------
 
@@ -257,9 +257,10 @@ def cluster_server(kafka_url, redis_cluster_url, clickhouse_url):
     server.stop()
 
 
-def _status(url: str, path: str, api_key: str) -> int:
+def _status(server, path: str, api_key: str) -> int:
     headers = {"Authorization": f"Bearer {api_key}"}
-    return httpx.get(f"{url}/api/v1{path}", params={"dedup_id": "x"}, headers=headers, timeout=10).status_code
+    url = url_for(server, "GET", "/api/v1" + path)
+    return httpx.get(url, params={"dedup_id": "x"}, headers=headers, timeout=10).status_code
 
 
 @pytest.mark.cluster
@@ -288,10 +289,7 @@ def test_the_production_services_run_on_the_cluster(cluster_server):
         # key changes on the cluster's node of the channel) dropped the key: refused at once by ingest and query.
         revoke = [sys.executable, "-m", "rewards", "key", "revoke", api.api_key]
         subprocess.run(revoke, env=cluster_server.env, capture_output=True, timeout=60, check=True)
-        endpoints = [
-            (cluster_server.urls["ingest"], "/events/status"),
-            (cluster_server.urls["query"], "/payouts/summary"),
-        ]
-        assert [_status(url, path, api.api_key) for url, path in endpoints] == [401, 401]
+        statuses = [_status(cluster_server, path, api.api_key) for path in ("/events/status", "/payouts/summary")]
+        assert statuses == [401, 401]
     finally:
         api.close()

@@ -6,6 +6,7 @@ import re
 import httpx
 
 from tests.conftest import evm
+from tests.harness import url_for
 from tests.test_auth import error_of
 
 ALICE = {"user_identifier": evm(1), "user_identifier_type": "evm_address"}
@@ -103,10 +104,9 @@ async def test_max_uses_n_used_concurrently_by_3n_users_succeeds_exactly_n_times
     n = 5
     code = create(api, quantity=1, max_uses=n)[0]["code"]
     headers = {"Authorization": f"Bearer {api.api_key}"}
-    async with httpx.AsyncClient(base_url=f"{server.urls['ingest']}/api/v1", headers=headers, timeout=30) as client:
-        responses = await asyncio.gather(
-            *(client.patch(f"/referral_codes/{code}/use", json=user(10 + i)) for i in range(3 * n))
-        )
+    url = url_for(server, "PATCH", f"/api/v1/referral_codes/{code}/use")
+    async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+        responses = await asyncio.gather(*(client.patch(url, json=user(10 + i)) for i in range(3 * n)))
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [200] * n + [422] * (2 * n)
     record = api.get(f"/referral_codes/{code}").json()

@@ -1,6 +1,4 @@
-"""POST /affiliates (API.md §4): registers a user as an affiliate, with the tier its commissions use.
-
-The registration is published on the event log, so the listing (query API) learns of it."""
+"""POST /affiliates (API.md §4): HTTP to ingest_api.affiliates.service (a user registered as an affiliate)."""
 
 from typing import Literal
 
@@ -8,12 +6,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rewards.affiliates import affiliate_json, all_time_figures
+from ingest_api.affiliates import service
+from rewards.affiliates import affiliate_json
 from rewards.domain.payout_config import Label
-from rewards.domain.timestamps import now_ms
-from rewards.errors import ApiError, bad_request, validation_messages
+from rewards.errors import bad_request, validation_messages
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
-from rewards.ports import Affiliate, Principal
+from rewards.ports import Principal
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -42,26 +40,10 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
     except ValidationError as exc:
         raise bad_request(validation_messages(exc)) from exc
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
-    state = backends_of(request).state
-    config = await state.get_config(principal.project_id)
-    if fields.tier is not None and config.tier(fields.tier) is None:
-        raise bad_request(f"tier {fields.tier!r} is not a tier of the project configuration")
-    affiliate = Affiliate(
-        id=user.identifier_type + ":" + user.identifier,
-        user=user,
-        name=fields.name,
-        status=fields.status,
-        region=fields.region,
-        audience=fields.audience,
-        tax_status=fields.tax_status,
-        tier=fields.tier,
-        created_at_ms=now_ms(),
-    )
     backends = backends_of(request)
-    async with state.create_affiliate(principal.project_id, affiliate) as created:
-        if not created.value:
-            raise ApiError(409, "Affiliate already exists")
-        await backends.log.publish(principal.project_id, created.payload)
-    codes = (await state.codes_of(principal.project_id, [user])).get(user, [])
-    figures = await all_time_figures(backends.warehouse, principal.project_id, user)
-    return JSONResponse(affiliate_json(affiliate, config, codes, figures), status_code=201)
+    registered = await service.register(
+        backends.state, backends.log, backends.warehouse, principal.project_id, user,
+        **fields.model_dump(exclude={"user_identifier", "user_identifier_type"}),
+    )  # fmt: skip
+    body = affiliate_json(registered.affiliate, registered.config, registered.codes, registered.figures)
+    return JSONResponse(body, status_code=201)

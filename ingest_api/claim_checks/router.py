@@ -1,16 +1,11 @@
-"""POST /claim-checks/close and /claim-checks/claims (API.md §5): the writes of the claim check life cycle.
+"""POST /claim-checks/close and /claim-checks/claims (API.md §5): HTTP to ingest_api.claim_checks.service."""
 
-The state store changes the checks atomically (all listed ids or none), with the records of their new
-states, which are then published so the workers bring the warehouse's read model up to date (the
-production store relays them itself if this process dies first). A retry publishes the current states again.
-"""
-
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ingest_api.claim_checks import service
 from rewards.domain import claim_checks
 from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.errors import bad_request, validation_messages
@@ -52,14 +47,6 @@ def _parse(model: type[BaseModel], body: bytes):
         raise bad_request(validation_messages(exc)) from exc
 
 
-async def _update(request: Request, project_id: str, ids: list[str], change, owner=None) -> list:
-    backends = backends_of(request)
-    ids = list(dict.fromkeys(ids))  # an id listed twice is one check
-    async with backends.state.update_claim_checks(project_id, ids, change, owner) as changed:
-        await backends.log.publish(project_id, changed.payload)
-    return changed.value
-
-
 CHANGE_RESPONSES = {
     404: {"description": "A claim check is not found (or, when closing, is not the user's)"},
     409: {"description": "Conflict: a check is not in a state that allows the change"},
@@ -72,7 +59,8 @@ async def close_checks(request: Request, principal: Principal = Depends(guard("s
     """Moves the user's open checks to `closed`; closing a closed check again is a no-op."""
     fields: CloseChecks = _parse(CloseChecks, await request.body())
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
-    checks = await _update(request, principal.project_id, fields.claim_check_ids, claim_checks.close, owner)
+    backends = backends_of(request)
+    checks = await service.close(backends.state, backends.log, principal.project_id, owner, fields.claim_check_ids)
     return [claim_checks.check_json(check) for check in checks]
 
 
@@ -82,6 +70,8 @@ async def record_claims(request: Request, principal: Principal = Depends(guard("
     `claimed` counts the listed checks now claimed by this hash, so a retry answers as the first call."""
     fields: RecordClaims = _parse(RecordClaims, await request.body())
     claimed_ms = fields.claimed_at if fields.claimed_at is not None else now_ms()
-    change = partial(claim_checks.claim, tx_hash=fields.hash, claimed_ms=claimed_ms)
-    checks = await _update(request, principal.project_id, fields.claim_check_ids, change)
-    return {"claimed": len(checks)}
+    backends = backends_of(request)
+    claimed = await service.record_claims(
+        backends.state, backends.log, principal.project_id, fields.hash, claimed_ms, fields.claim_check_ids
+    )
+    return {"claimed": claimed}

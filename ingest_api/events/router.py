@@ -1,14 +1,12 @@
-"""POST /events/batch, POST /events, GET /events/status (API.md §3)."""
+"""POST /events/batch, POST /events, GET /events/status (API.md §3): HTTP to ingest_api.events.service."""
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from ingest_api.events.service import accept_events
-from rewards.backpressure import Backlogged
-from rewards.domain.payouts import Rules
-from rewards.errors import ApiError, bad_request, unavailable
+from ingest_api.events import service
+from rewards.errors import ApiError, bad_request
 from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
-from rewards.ports import LogUnavailable, Principal
+from rewards.ports import Principal
 from schemas.events import BatchIn, EventIn, InvalidEvents, parse_json, validate_batch, validate_event
 
 router = APIRouter(tags=["events"])
@@ -62,20 +60,7 @@ async def post_event(request: Request, principal: Principal = Depends(guard("Sen
 
 
 async def _accept(backends, project_id, events, idempotency):
-    try:
-        if backends.backpressure is not None:
-            await backends.backpressure.admit()
-    except Backlogged as exc:
-        raise unavailable(f"Service Unavailable: {exc}") from exc
-    try:
-        return await accept_events(backends.state, backends.log, project_id, events, idempotency)
-    except (ApiError, LogUnavailable):
-        raise  # a failed publication: 503 by rewards.http, as for every endpoint that publishes
-    except Exception as exc:
-        # API.md §3: any other internal failure answers 503 too, and nothing was accepted: the claim rolled
-        # back (or, in the production shape, some of the batch's ids are being accepted by another
-        # request still in flight).
-        raise unavailable("Service Unavailable: the events were not accepted, retry later") from exc
+    return await service.accept(backends.state, backends.log, backends.backpressure, project_id, events, idempotency)
 
 
 @router.get("/events/status")
@@ -89,12 +74,8 @@ async def event_status(
 ):
     state = backends_of(request).state
     if dedup_id is not None:
-        status = await state.event_status(principal.project_id, dedup_id)
-        return {"dedup_id": dedup_id, "status": status or "not_found"}
+        return {"dedup_id": dedup_id, "status": await service.event_status(state, principal.project_id, dedup_id)}
     if event_name is None:
         raise bad_request("dedup_id, or user_identifier, user_identifier_type and event_name, are required")
     user = parse_user(user_identifier, user_identifier_type)
-    # `paid`: whether the payout configuration names this event (a conversion or a campaign). An event of a name it
-    # does not is accepted and recorded, and pays nothing: a misspelt name shows here.
-    paid = Rules(await state.get_config(principal.project_id)).names(event_name)
-    return {"created": await state.has_event(principal.project_id, user, event_name), "paid": paid}
+    return await service.user_event_status(state, principal.project_id, user, event_name)

@@ -1,4 +1,4 @@
-"""Accepting events: dedup, atomic publication, idempotent retries. Knows nothing of HTTP."""
+"""Accepting events (dedup, atomic publication, idempotent retries) and their status. Knows nothing of HTTP."""
 
 import hashlib
 import uuid
@@ -6,14 +6,22 @@ import uuid
 import orjson
 from prometheus_client import Counter
 
-from rewards.domain.payouts import User
+from rewards.backpressure import Backpressure
+from rewards.domain.errors import DomainError
+from rewards.domain.payouts import Rules, User
 from rewards.domain.timestamps import now_ms
-from rewards.ports import EventLog, StateStore
+from rewards.ports import EventLog, IngestStore, StateStore, Unavailable
 from schemas.events import ValidEvent
 from schemas.records import dump_conversions
 
 INGESTED = Counter("rewards_ingested_events_total", "Events accepted (duplicates excluded)")
 DUPLICATES = Counter("rewards_duplicate_events_total", "Events ignored as already known")
+
+
+class NotAccepted(Unavailable):
+    """Any failure but the log's while accepting a batch: nothing was accepted (API.md §3: 503)."""
+
+    answer = "Service Unavailable: the events were not accepted, retry later"
 
 
 def unique_by_dedup_id(events: list[ValidEvent]) -> list[ValidEvent]:
@@ -27,8 +35,41 @@ def unique_by_dedup_id(events: list[ValidEvent]) -> list[ValidEvent]:
     return unique
 
 
+async def accept(
+    state: IngestStore,
+    log: EventLog,
+    backpressure: Backpressure | None,
+    project_id: str,
+    events: list[ValidEvent],
+    idempotency: tuple[str, bytes] | None = None,
+) -> tuple[int, bytes | None]:
+    """accept_events, unless the pipeline is too far behind (Backlogged). Whatever fails but the log or a domain rule
+    raises NotAccepted: the claim rolled back (or, in the production shape, some of the batch's ids are being
+    accepted by another request still in flight)."""
+    if backpressure is not None:
+        await backpressure.admit()
+    try:
+        return await accept_events(state, log, project_id, events, idempotency)
+    except (DomainError, Unavailable):
+        raise
+    except Exception as exc:
+        raise NotAccepted(str(exc)) from exc
+
+
+async def event_status(state: IngestStore, project_id: str, dedup_id: str) -> str:
+    """accepted | processed | failed | not_found."""
+    return await state.event_status(project_id, dedup_id) or "not_found"
+
+
+async def user_event_status(state: StateStore, project_id: str, user: User, name: str) -> dict:
+    """Whether the user has an event of this name (`created`), and whether the payout configuration names it (`paid`):
+    an event of a name it does not is accepted and recorded, and pays nothing, so a misspelt name shows here."""
+    paid = Rules(await state.get_config(project_id)).names(name)
+    return {"created": await state.has_event(project_id, user, name), "paid": paid}
+
+
 async def accept_events(
-    state: StateStore,
+    state: IngestStore,
     log: EventLog,
     project_id: str,
     events: list[ValidEvent],

@@ -1,13 +1,13 @@
-"""Referral codes (API.md §2). Writes of the referral graph go to the state store; a use also
-publishes a record so that the workers pay the referral rewards."""
+"""Referral codes (API.md §2): HTTP to the calls of ingest_api.referral_codes.service and back."""
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from ingest_api.referral_codes import service
 from ingest_api.referral_codes.schemas import CreateCodes, UpdateCode, UseCode, code_json
 from rewards.domain.timestamps import format_timestamp
-from rewards.errors import bad_request, not_found, validation_messages
+from rewards.errors import bad_request, validation_messages
 from rewards.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
 
@@ -38,9 +38,10 @@ async def create_codes(
     fields: CreateCodes = await _fields(request, CreateCodes)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
-    async with backends.state.create_codes(principal.project_id, owner, fields.quantity, fields.max_uses) as created:
-        await backends.log.publish(principal.project_id, created.payload)
-    return JSONResponse([code_json(r) for r in created.value], status_code=201)
+    codes = await service.create_codes(
+        backends.state, backends.log, principal.project_id, owner, fields.quantity, fields.max_uses
+    )
+    return JSONResponse([code_json(r) for r in codes], status_code=201)
 
 
 @router.get("", responses={404: {"description": "No referral codes found for this user"}})
@@ -52,9 +53,8 @@ async def list_codes(
     principal: Principal = Depends(guard("referral_codes:read")),
 ):
     owner = parse_user(user_identifier, user_identifier_type)
-    records, count = await backends_of(request).state.list_codes(principal.project_id, owner, page.offset, page.size)
-    if count == 0:
-        raise not_found("No referral codes found for this user")
+    state = backends_of(request).state
+    records, count = await service.list_codes(state, principal.project_id, owner, page.offset, page.size)
     return {"results": [code_json(r) for r in records], "count": count, "next_page": page.next_page(count)}
 
 
@@ -66,7 +66,7 @@ async def referral_status(
     principal: Principal = Depends(guard(None)),
 ):
     user = parse_user(user_identifier, user_identifier_type)
-    referral = await backends_of(request).state.referral_of(principal.project_id, user)
+    referral = await service.referral_of(backends_of(request).state, principal.project_id, user)
     if referral is None:
         return {"referred": False}
     return {
@@ -83,16 +83,13 @@ CODE_NOT_FOUND = {404: {"description": "Referral code not found"}}
 
 @router.get("/{code}", responses=CODE_NOT_FOUND)
 async def get_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
-    record = await backends_of(request).state.get_code(principal.project_id, code)
-    if record is None:
-        raise not_found("Referral code not found")
-    return code_json(record)
+    return code_json(await service.get_code(backends_of(request).state, principal.project_id, code))
 
 
 @router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses=CODE_NOT_FOUND)
 async def update_code(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
     fields: UpdateCode = await _fields(request, UpdateCode, query_allowed=False)
-    record = await backends_of(request).state.set_max_uses(principal.project_id, code, fields.max_uses)
+    record = await service.set_max_uses(backends_of(request).state, principal.project_id, code, fields.max_uses)
     return code_json(record)
 
 
@@ -112,7 +109,5 @@ async def use_code(request: Request, code: str, principal: Principal = Depends(g
     fields: UseCode = await _fields(request, UseCode)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
-    async with backends.state.use_code(principal.project_id, code, user, fields.proof()) as used:
-        await backends.log.publish(principal.project_id, used.payload)
-    record, _ = used.value
+    record = await service.use_code(backends.state, backends.log, principal.project_id, code, user, fields.proof())
     return code_json(record)

@@ -7,7 +7,7 @@ One check per on-chain payout: `open` while it accrues (owed, not yet submitted 
 import hashlib
 from dataclasses import dataclass, replace
 
-from rewards.domain.errors import DomainError
+from rewards.domain.errors import DomainError, ErrorKind
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import Payout, User
 from rewards.domain.timestamps import format_timestamp
@@ -21,11 +21,11 @@ class ClaimCheckError(DomainError):
 
 
 class ClaimCheckNotFound(ClaimCheckError):
-    status = 404
+    kind = ErrorKind.NOT_FOUND
 
 
 class ClaimCheckConflict(ClaimCheckError):
-    status = 409
+    kind = ErrorKind.CONFLICT
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 
 from rewards.domain.codes import is_available, remaining_uses
-from rewards.domain.errors import DomainError
+from rewards.domain.errors import DomainError, ErrorKind
 from rewards.domain.payouts import User
 
 
@@ -12,23 +12,23 @@ class ReferralError(DomainError):
 
 
 class CodeNotFound(ReferralError):
-    status = 404
+    kind = ErrorKind.NOT_FOUND
 
 
 class CodeUnavailable(ReferralError):
-    status = 422
+    kind = ErrorKind.EXHAUSTED
 
 
 class AlreadyReferred(ReferralError):
-    status = 409
+    kind = ErrorKind.CONFLICT
 
 
 class InvalidReferral(ReferralError):
-    status = 400
+    kind = ErrorKind.INVALID
 
 
 class MaxUsesBelowCurrent(ReferralError):
-    status = 400
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True)

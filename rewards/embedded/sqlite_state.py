@@ -10,12 +10,12 @@ from rewards import keys
 from rewards.affiliates import affiliate_record, codes_created_record
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
+from rewards.domain.errors import IdempotencyKeyReused
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
 from rewards.domain.timestamps import now_ms
 from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.errors import conflict
 from rewards.ports import Affiliate, Change, IngestClaim, Principal, Referral
 from schemas.records import ClaimCheckRecord, CodeUseRecord, dump_records
 
@@ -29,7 +29,10 @@ SWEEP_LIMIT = 256  # rows of each table deleted at most per sweep (one per inges
 
 
 class SqliteStateStore:
-    """Dedup ids and users' event names are kept for `dedup_window_s`, Idempotency-Key records for
+    """The reference adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
+    ReferralStore, IngestStore and ClaimCheckStore.
+
+    Dedup ids and users' event names are kept for `dedup_window_s`, Idempotency-Key records for
     `idempotency_ttl_s`: a row past its time reads as absent at once, and every ingest deletes up to
     SWEEP_LIMIT expired rows of each table (found by their time index, so an empty sweep is one probe)."""
 
@@ -37,6 +40,11 @@ class SqliteStateStore:
         self._db = db
         self._window_ms = max(1, int(dedup_window_s * 1000))
         self._idempotency_ms = max(1, int(idempotency_ttl_s * 1000))
+
+    @property
+    def database(self) -> SqliteDatabase:
+        """The store's SQLite database, which the embedded outbox shares (a change and its publish: one transaction)."""
+        return self._db
 
     # -- projects and keys -------------------------------------------------------------------
 
@@ -375,7 +383,7 @@ class SqliteStateStore:
         if row is None:
             return None
         if row["body_hash"] != body_hash:
-            raise conflict("Idempotency-Key has already been used with a different body")
+            raise IdempotencyKeyReused("Idempotency-Key has already been used with a different body")
         return row["response"]
 
     @staticmethod

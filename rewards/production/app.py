@@ -12,11 +12,10 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from rewards.errors import RETRY_AFTER_S, error_body
-from rewards.http import create_app
-from rewards.production.backends import open_production
+from rewards.http import create_app, unavailable_answer
 from rewards.production.outbox_relay import OutboxRelay
 from rewards.settings import Settings
+from rewards.wiring import open_production
 
 log = structlog.get_logger(__name__)
 
@@ -27,7 +26,7 @@ GC_THRESHOLDS = (7_000, 20, 20)  # gc.set_threshold: allocations before a young 
 def production_app(title: str, routers: list[APIRouter], settings: Settings, *, publishes: bool) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.backends = await open_production(settings, publishes=publishes, reads_warehouse=True)
+        app.state.backends = await open_production(settings, publishes=publishes)
         relay = OutboxRelay.open(settings.redis_url, app.state.backends.log, settings) if publishes else None
         state = app.state.backends.state
         # What start-up made lives as long as the process: the collector never scans it again; and it runs 10x less
@@ -55,6 +54,4 @@ def production_app(title: str, routers: list[APIRouter], settings: Settings, *, 
 
 
 async def _state_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    log.warning("state store unavailable; answered 503", method=request.method, path=request.url.path, error=str(exc))
-    headers = {"Retry-After": str(RETRY_AFTER_S)}
-    return JSONResponse(error_body(503, STATE_UNAVAILABLE_MESSAGE), status_code=503, headers=headers)
+    return unavailable_answer(request, STATE_UNAVAILABLE_MESSAGE, "state store unavailable; answered 503", exc)

@@ -55,11 +55,11 @@ from rewards import keys
 from rewards.affiliates import affiliate_record, codes_created_record
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
+from rewards.domain.errors import IdempotencyKeyReused
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
 from rewards.domain.timestamps import now_ms
-from rewards.errors import conflict
 from rewards.ports import Affiliate, Change, DedupArchive, IngestClaim, Principal, Referral
 from rewards.production import redis_keys
 from rewards.production.redis_client import RedisClient, is_cluster, open_redis
@@ -165,7 +165,10 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 
 
 class RedisStateStore:
-    """Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
+    """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
+    ReferralStore, IngestStore and ClaimCheckStore.
+
+    Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
     (never past its window; None: the whole window). With an `archive` (the warehouse's `dedup_ids`), ids Redis
     no longer knows are asked of it, once per batch and only for the ids the claim found fresh, so Redis holds
     only the hot window (and a batch retried after Redis lost its last second is still found known once
@@ -588,7 +591,7 @@ class RedisStateStore:
         )
         match result[0]:
             case "conflict":
-                raise conflict("Idempotency-Key has already been used with a different body")
+                raise IdempotencyKeyReused("Idempotency-Key has already been used with a different body")
             case "replay":
                 return IngestClaim(replay=result[1].encode())
             case "busy":

@@ -1,59 +1,7 @@
-"""The production shape's adapters: Redis, Kafka and a ClickHouse server, chosen by environment."""
+"""GroupedArchive: the DedupArchive port asking the warehouse once for the lookups of a project that wait together."""
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
-
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-
-from rewards.backends import Backends
-from rewards.backpressure import Backpressure
-from rewards.production.redis_client import open_redis
-from rewards.ratelimit import RateLimiter
-from rewards.settings import Settings
-
-
-async def open_production(settings: Settings, *, publishes: bool, reads_warehouse: bool) -> Backends:
-    from rewards.dedup_archive import WarehouseDedupArchive
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-    from rewards.production.kafka_lag import KafkaLag
-    from rewards.production.kafka_log import KafkaEventLog
-    from rewards.production.redis_state import open_redis_state
-
-    settings.require_engines()
-    async with AsyncExitStack() as opened:  # what was opened is closed again if a later engine does not answer
-        warehouse = None
-        if reads_warehouse:
-            warehouse = await ClickHouseWarehouse.connect(settings.clickhouse_url)
-            opened.push_async_callback(warehouse.close)
-        # Redis keeps exact dedup ids for the hot window; past it, the warehouse's dedup_ids answers.
-        archive = GroupedArchive(WarehouseDedupArchive(warehouse)) if warehouse is not None else None
-        state = await open_redis_state(settings.redis_url, settings, archive)
-        opened.push_async_callback(state.close)
-        log, backpressure = None, None
-        if publishes:
-            log = await KafkaEventLog.start(settings.kafka_bootstrap_servers, settings.producer_pool_size)
-            opened.push_async_callback(log.close)
-            lag = await KafkaLag.start(settings.kafka_bootstrap_servers, settings.worker_group_id)
-            backpressure = Backpressure(lag, settings.max_backlog, owns_source=True)
-            opened.push_async_callback(backpressure.close)
-        # The windows in Redis, shared by every process (one script per call: rewards.ratelimit.HIT). No automatic
-        # retries: a call counted twice would be a call too many.
-        limiter_redis = await open_redis(
-            settings.redis_url, settings, decode_responses=True, retry=Retry(NoBackoff(), 0)
-        )
-        limiter = RateLimiter(settings.rate_limits, redis=limiter_redis)
-        opened.pop_all()  # all open: Backends.close closes them from now on
-    return Backends(
-        settings=settings,
-        state=state,
-        log=log,
-        source=None,
-        warehouse=warehouse,
-        limiter=limiter,
-        backpressure=backpressure,
-    )
 
 
 class GroupedArchive:

@@ -528,8 +528,8 @@ def _payloads(count: int, project_ids: list[str] | None = None) -> tuple[list[st
     import orjson
 
     from bench.load import batch_body
+    from ingest_api.events.validation import parse_json, validate_batch
     from rewards.domain.timestamps import now_ms
-    from schemas.events import parse_json, validate_batch
     from schemas.records import dump_conversions
 
     project_ids = project_ids or [str(uuid.uuid4()) for _ in range(PROJECTS)]

@@ -1,6 +1,7 @@
 """The affiliate object of API.md §4, shared by its registration (ingest) and its listing (query), and the
 records the listing is built from (written by both state stores with their change, see rewards.ports.Change)."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -10,6 +11,7 @@ from rewards.domain.payouts import MAX_LEVELS, User
 from rewards.domain.referrals import CodeRecord
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Affiliate, Warehouse
+from schemas.entities import AFFILIATE
 from schemas.records import AffiliateRecord, CodesCreatedRecord
 
 LEVELS = range(1, MAX_LEVELS + 1)
@@ -50,16 +52,8 @@ async def all_time_figures(warehouse: Warehouse, project_id: str, user: User) ->
 def affiliate_json(affiliate: Affiliate, config: PayoutConfig, codes: list[str], figures: Figures) -> dict:
     tier = config.effective_tier(affiliate.tier)
     return {
-        "id": affiliate.id,
-        "user_identifier": affiliate.user.identifier,
-        "user_identifier_type": affiliate.user.identifier_type,
-        "name": affiliate.name,
-        "status": affiliate.status,
-        "region": affiliate.region,
-        "audience": affiliate.audience,
-        "tax_status": affiliate.tax_status,
+        **AFFILIATE.answer(AFFILIATE.values_of(affiliate), format_timestamp),
         "tier": None if tier is None else {"id": tier.id, "name": tier.name, "rank": tier.rank},
-        "created_at": format_timestamp(affiliate.created_at_ms),
         "codes": codes,
         "referred_users": figures.referred_users,
         "total_volume": format_amount(figures.total_volume),
@@ -71,19 +65,23 @@ def affiliate_json(affiliate: Affiliate, config: PayoutConfig, codes: list[str],
 
 
 def affiliate_record(project_id: str, affiliate: Affiliate) -> AffiliateRecord:
-    return AffiliateRecord(
-        project_id=project_id,
-        id=affiliate.id,
-        user_identifier=affiliate.user.identifier,
-        user_identifier_type=affiliate.user.identifier_type,
-        name=affiliate.name,
-        status=affiliate.status,
-        region=affiliate.region,
-        audience=affiliate.audience,
-        tax_status=affiliate.tax_status,
-        tier=affiliate.tier,
-        created_at_ms=affiliate.created_at_ms,
-    )
+    return AffiliateRecord.model_validate({"project_id": project_id, **AFFILIATE.values_of(affiliate)})
+
+
+# What a state store keeps of an affiliate, under its user: all its attributes but the user.
+STORED_ATTRIBUTES = tuple(name for name in AFFILIATE.attributes(User) if name != "user")
+_DEFAULTS = AFFILIATE.defaults
+
+
+def stored_attributes(affiliate: Affiliate) -> dict:
+    return {name: getattr(affiliate, name) for name in STORED_ATTRIBUTES}
+
+
+def stored_affiliate(user: User, stored: Mapping) -> Affiliate:
+    """The affiliate of `user` from its stored attributes (other keys ignored): an attribute declared since it was
+    stored takes its default."""
+    values = {**_DEFAULTS, **stored}
+    return Affiliate(user=user, **{name: values[name] for name in STORED_ATTRIBUTES})
 
 
 def codes_created_record(project_id: str, owner: User, codes: list[CodeRecord]) -> CodesCreatedRecord:

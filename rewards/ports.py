@@ -31,6 +31,7 @@ from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord
+from schemas.entities import AFFILIATE
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
@@ -45,17 +46,9 @@ class Principal:
     project_deleted: bool
 
 
-@dataclass(frozen=True)
-class Affiliate:
-    id: str
-    user: User
-    name: str | None
-    status: str
-    region: str | None
-    audience: str | None
-    tax_status: str
-    tier: str | None
-    created_at_ms: int
+# An affiliate: a frozen dataclass of the fields schemas.entities.AFFILIATE declares (in their order), but the
+# project's, its user's two as one User.
+Affiliate = AFFILIATE.object_class("Affiliate", User, __name__)
 
 
 @dataclass(frozen=True)

@@ -1,89 +1,33 @@
 """Records on the event log (Kafka topic `rewards.events`, or the embedded outbox).
 
 These are a published contract for downstream consumers: add optional fields, never change
-or remove one. Serialized as JSON; amounts are decimal strings, times epoch milliseconds.
+or remove one. Serialized as JSON; amounts are decimal strings, times epoch milliseconds. The fields of
+each record are those of its entity in schemas/entities.py.
 """
 
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, create_model
+
+from schemas.entities import AFFILIATE, CLAIM_CHECK, CODE_USE, CODES_CREATED, CONVERSION, Entity, compiled
 
 
-class ConversionRecord(BaseModel):
-    type: Literal["conversion"] = "conversion"
-    project_id: str
-    batch_id: str
-    dedup_id: str
-    name: str
-    user_identifier: str
-    user_identifier_type: str
-    timestamp_ms: int
-    received_ms: int
-    args: dict = {}
-    metadata: dict = {}
+def _record_model(entity: Entity) -> type[BaseModel]:
+    """The record of `entity`: its `type`, then its fields in the order declared (the order they are written in)."""
+    fields = {field.name: (field.type, field.default) for field in entity.fields}
+    return create_model(
+        entity.record_name, __doc__=entity.doc, __module__=__name__, type=(Literal[entity.type], entity.type), **fields
+    )
 
 
-class CodeUseRecord(BaseModel):
-    type: Literal["code_use"] = "code_use"
-    project_id: str
-    use_id: str
-    code: str
-    owner_identifier: str
-    owner_identifier_type: str
-    user_identifier: str
-    user_identifier_type: str
-    used_at_ms: int
-    max_uses: int | None = None  # the code's limit when used: the workers refuse a use past it (absent: none)
-
-
-class CodesCreatedRecord(BaseModel):
-    """Referral codes created for an owner (the affiliate listing searches them)."""
-
-    type: Literal["codes_created"] = "codes_created"
-    project_id: str
-    codes: list[str]
-    owner_identifier: str
-    owner_identifier_type: str
-    created_at_ms: int
-
-
-class AffiliateRecord(BaseModel):
-    type: Literal["affiliate"] = "affiliate"
-    project_id: str
-    id: str
-    user_identifier: str
-    user_identifier_type: str
-    name: str | None = None
-    status: str
-    region: str | None = None
-    audience: str | None = None
-    tax_status: str
-    tier: str | None = None
-    created_at_ms: int
-
-
-class ClaimCheckRecord(BaseModel):
-    """The whole state of a claim check after a change (closed, claimed); `version` orders the changes."""
-
-    type: Literal["claim_check"] = "claim_check"
-    project_id: str
-    id: str
-    user_identifier: str
-    user_identifier_type: str
-    currency_address: str
-    currency_chain_id: int
-    currency_name: str
-    currency_decimals: int
-    amount: str  # raw integer in the token's smallest unit
-    reason: str  # affiliate_payout | end_user_payout
-    status: str  # open | closed | claimed
-    hash: str | None = None
-    source_id: str
-    created_at_ms: int
-    claimed_at_ms: int | None = None
-    version: int
+# The fields of each: schemas/entities.py.
+ConversionRecord = _record_model(CONVERSION)
+CodeUseRecord = _record_model(CODE_USE)
+CodesCreatedRecord = _record_model(CODES_CREATED)
+AffiliateRecord = _record_model(AFFILIATE)
+ClaimCheckRecord = _record_model(CLAIM_CHECK)
 
 
 AnyRecord = ConversionRecord | CodeUseRecord | CodesCreatedRecord | AffiliateRecord | ClaimCheckRecord
@@ -99,21 +43,35 @@ def dump_records(records: list[AnyRecord]) -> bytes:
     return orjson.dumps([record.__dict__ for record in records])
 
 
+# What dump_conversions takes from the batch rather than from each event.
+_FROM_THE_BATCH = ("project_id", "batch_id", "received_ms")
+
+
+def _conversion_value(name: str) -> str:
+    if name in _FROM_THE_BATCH:
+        return name
+    if name == "timestamp_ms":  # an event sent without a time happened when it was received
+        return "received_ms if e.timestamp_ms is None else e.timestamp_ms"
+    return f"e.{name}"
+
+
+def _conversion_items() -> str:
+    values = [f"{field.name!r}: {_conversion_value(field.name)}" for field in CONVERSION.fields]
+    return ", ".join([f"'type': {CONVERSION.type!r}", *values])
+
+
+# Each event's record as a dict literal, compiled from CONVERSION's fields.
+_conversions = compiled(
+    "conversions(project_id, batch_id, received_ms, events)", f"[{{{_conversion_items()}}} for e in events]", {}
+)
+
+
 def dump_conversions(project_id: str, batch_id: str, received_ms: int, events: list) -> bytes:
     """What dump_records writes for these events' ConversionRecords, without building the models (the
-    hottest path of ingest: building them cost as much as validating the batch). `events` are
-    schemas.events.ValidEvent; tests/test_records.py holds the two equal."""
-    return orjson.dumps(
-        [
-            {
-                "type": "conversion", "project_id": project_id, "batch_id": batch_id, "dedup_id": e.dedup_id,
-                "name": e.name, "user_identifier": e.user_identifier, "user_identifier_type": e.user_identifier_type,
-                "timestamp_ms": received_ms if e.timestamp_ms is None else e.timestamp_ms,
-                "received_ms": received_ms, "args": e.args, "metadata": e.metadata,
-            }
-            for e in events
-        ]
-    )  # fmt: skip
+    hottest path of ingest: building them cost as much as validating the batch). `events`: any objects with the
+    record's other fields as attributes (ingest_api.events.validation.ValidEvent); tests/test_records.py holds
+    the two equal."""
+    return orjson.dumps(_conversions(project_id, batch_id, received_ms, events))
 
 
 def load_records(payload: bytes) -> list[AnyRecord]:

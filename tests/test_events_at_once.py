@@ -1,14 +1,16 @@
-"""The events' fast path (schemas.events._batch_at_once / _event_at_once: msgspec for the shape, then the cheapest
-exact checks) accepts only what the checked path accepts, and makes the very same events of it; everything else
-is answered by the checked path, so every message stays as it was. Generated batches, valid and not."""
+"""The events' fast path (ingest_api.events.validation._batch_at_once / _event_at_once: msgspec for the shape, then
+the cheapest exact checks) accepts only what the checked path accepts, and makes the very same events of it;
+everything else is answered by the checked path, so every message stays as it was. Generated batches, valid and
+not."""
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field
 
+from ingest_api.events import validation as se
 from rewards.domain.limits import MAX_NESTING
-from schemas import events as se
 
 EVM = "0x" + "aB" * 20
 SOLANA = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T"
@@ -156,3 +158,19 @@ def test_the_usual_batch_is_taken_at_once_and_the_same_as_checked():
     fast = se._batch_at_once({"events": batch})
     assert fast is not None and fast == se._checked_batch({"events": batch})
     assert fast[0].user_identifier == EVM.lower() and fast[0].timestamp_ms == 1795338723123
+
+
+def test_a_constraint_msgspec_would_not_check_is_refused():
+    """The fast path's Structs are derived from the contract's models: a constraint they could not hold stops the
+    derivation, rather than letting the fast path accept what the checked path refuses."""
+
+    class Coded(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        code: str = Field(pattern="^[A-Z]+$")
+
+    class Lax(BaseModel):
+        code: str
+
+    for model in (Coded, Lax):
+        with pytest.raises(TypeError):
+            se._struct_of(model)

@@ -1,8 +1,11 @@
 """The log's records serialize exactly as their pydantic models do, and load back equal."""
 
-from schemas.events import ValidEvent
+from typing import get_args
+
+from ingest_api.events.validation import ValidEvent
 from schemas.records import (
     AffiliateRecord,
+    AnyRecord,
     ClaimCheckRecord,
     CodesCreatedRecord,
     CodeUseRecord,
@@ -66,3 +69,49 @@ def test_conversions_dump_as_their_records():
         for e in events
     ]
     assert dump_conversions("p", "b", 42, events) == dump_records(records)
+
+
+# The published contract: each record's fields in the order they are written, with their types ("?": optional, with
+# a default). The fields are declared in schemas/entities.py: a declaration changed there shows here.
+PUBLISHED = {
+    "ConversionRecord": [
+        "type?: Literal['conversion']", "project_id: str", "batch_id: str", "dedup_id: str", "name: str",
+        "user_identifier: str", "user_identifier_type: str", "timestamp_ms: int", "received_ms: int", "args?: dict",
+        "metadata?: dict",
+    ],
+    "CodeUseRecord": [
+        "type?: Literal['code_use']", "project_id: str", "use_id: str", "code: str", "owner_identifier: str",
+        "owner_identifier_type: str", "user_identifier: str", "user_identifier_type: str", "used_at_ms: int",
+        "max_uses?: int | None",
+    ],
+    "CodesCreatedRecord": [
+        "type?: Literal['codes_created']", "project_id: str", "codes: list[str]", "owner_identifier: str",
+        "owner_identifier_type: str", "created_at_ms: int",
+    ],
+    "AffiliateRecord": [
+        "type?: Literal['affiliate']", "project_id: str", "id: str", "user_identifier: str",
+        "user_identifier_type: str", "name?: str | None", "status: str", "region?: str | None",
+        "audience?: str | None", "tax_status: str", "tier?: str | None", "created_at_ms: int",
+    ],
+    "ClaimCheckRecord": [
+        "type?: Literal['claim_check']", "project_id: str", "id: str", "user_identifier: str",
+        "user_identifier_type: str", "currency_address: str", "currency_chain_id: int", "currency_name: str",
+        "currency_decimals: int", "amount: str", "reason: str", "status: str", "hash?: str | None", "source_id: str",
+        "created_at_ms: int", "claimed_at_ms?: int | None", "version: int",
+    ],
+}  # fmt: skip
+
+
+def _type_name(annotation) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+
+
+def test_the_records_keep_their_published_fields():
+    models = {model.__name__: model for model in get_args(AnyRecord)}
+    described = {
+        name: [f"{field}{'' if info.is_required() else '?'}: {_type_name(info.annotation)}"
+               for field, info in model.model_fields.items()]
+        for name, model in models.items()
+    }  # fmt: skip
+    assert described == PUBLISHED
+    assert [model.__module__ for model in models.values()] == ["schemas.records"] * len(PUBLISHED)

@@ -11,6 +11,7 @@ from rewards.domain.errors import DomainError, ErrorKind
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import Payout, User
 from rewards.domain.timestamps import format_timestamp
+from schemas.entities import CLAIM_CHECK
 from schemas.records import ClaimCheckRecord
 
 OPEN, CLOSED, CLAIMED = "open", "closed", "claimed"
@@ -86,25 +87,30 @@ def claim(check: ClaimCheck, tx_hash: str, claimed_ms: int) -> ClaimCheck:
     return replace(check, status=CLAIMED, hash=tx_hash, claimed_ms=claimed_ms, version=check.version + 1)
 
 
+def record_fields(check: ClaimCheck) -> dict:
+    """The check's fields as its record and its JSON answer name them (CLAIM_CHECK, schemas/entities.py), but the
+    project's."""
+    return {
+        "id": check.id,
+        "user_identifier": check.user.identifier,
+        "user_identifier_type": check.user.identifier_type,
+        "currency_address": check.currency.address,
+        "currency_chain_id": check.currency.chain_id,
+        "currency_name": check.currency.name,
+        "currency_decimals": check.currency.decimals,
+        "amount": str(check.amount),
+        "reason": check.reason,
+        "status": check.status,
+        "hash": check.hash,
+        "source_id": check.source_id,
+        "created_at_ms": check.created_ms,
+        "claimed_at_ms": check.claimed_ms,
+        "version": check.version,
+    }
+
+
 def to_record(project_id: str, check: ClaimCheck) -> ClaimCheckRecord:
-    return ClaimCheckRecord(
-        project_id=project_id,
-        id=check.id,
-        user_identifier=check.user.identifier,
-        user_identifier_type=check.user.identifier_type,
-        currency_address=check.currency.address,
-        currency_chain_id=check.currency.chain_id,
-        currency_name=check.currency.name,
-        currency_decimals=check.currency.decimals,
-        amount=str(check.amount),
-        reason=check.reason,
-        status=check.status,
-        hash=check.hash,
-        source_id=check.source_id,
-        created_at_ms=check.created_ms,
-        claimed_at_ms=check.claimed_ms,
-        version=check.version,
-    )
+    return ClaimCheckRecord.model_validate({"project_id": project_id, **record_fields(check)})
 
 
 def from_record(record: ClaimCheckRecord) -> ClaimCheck:
@@ -139,15 +145,4 @@ def currency_json(currency: TokenCurrency) -> dict:
 
 def check_json(check: ClaimCheck) -> dict:
     """A claim check as API.md §5 shows it."""
-    return {
-        "id": check.id,
-        "user_identifier": check.user.identifier,
-        "user_identifier_type": check.user.identifier_type,
-        **currency_json(check.currency),
-        "amount": str(check.amount),
-        "reason": check.reason,
-        "status": check.status,
-        "hash": check.hash,
-        "created_at": format_timestamp(check.created_ms),
-        "claimed_at": None if check.claimed_ms is None else format_timestamp(check.claimed_ms),
-    }
+    return CLAIM_CHECK.answer(record_fields(check), format_timestamp)

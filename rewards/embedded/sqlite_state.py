@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 
 from rewards import keys
-from rewards.affiliates import affiliate_record, codes_created_record
+from rewards.affiliates import affiliate_record, codes_created_record, stored_affiliate, stored_attributes
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.errors import IdempotencyKeyReused
@@ -126,18 +126,12 @@ class SqliteStateStore:
 
     @asynccontextmanager
     async def create_affiliate(self, project_id: str, affiliate: Affiliate):
-        a = affiliate
+        row = _affiliate_row(project_id, affiliate)
+        insert = f"INSERT OR IGNORE INTO affiliates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
         async with self._db.transaction():
-            cursor = await self._db.run(
-                lambda c: c.execute(
-                    "INSERT OR IGNORE INTO affiliates (project_id, user_type, user_id, id, name, status, region, "
-                    "audience, tax_status, tier, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (project_id, a.user.identifier_type, a.user.identifier, a.id, a.name, a.status, a.region,
-                     a.audience, a.tax_status, a.tier, a.created_at_ms),
-                )
-            )  # fmt: skip
+            cursor = await self._db.run(lambda c: c.execute(insert, tuple(row.values())))
             created = cursor.rowcount == 1
-            yield Change(created, dump_records([affiliate_record(project_id, a)]) if created else None)
+            yield Change(created, dump_records([affiliate_record(project_id, affiliate)]) if created else None)
 
     async def get_affiliate(self, project_id: str, user: User) -> Affiliate | None:
         return (await self.affiliates_among(project_id, [user])).get(user)
@@ -503,8 +497,16 @@ class SqliteStateStore:
         await self._db.close()
 
 
+# The affiliates table's columns (rewards.embedded.sqlite_db) named otherwise than the attributes they hold.
+_AFFILIATE_COLUMNS = {"created_at_ms": "created_ms"}
+_AFFILIATE_ATTRIBUTES = {column: name for name, column in _AFFILIATE_COLUMNS.items()}
+
+
+def _affiliate_row(project_id: str, a: Affiliate) -> dict:
+    attributes = {_AFFILIATE_COLUMNS.get(name, name): value for name, value in stored_attributes(a).items()}
+    return {"project_id": project_id, "user_type": a.user.identifier_type, "user_id": a.user.identifier, **attributes}
+
+
 def _affiliate(user: User, row: sqlite3.Row) -> Affiliate:
-    return Affiliate(
-        row["id"], user, row["name"], row["status"], row["region"], row["audience"], row["tax_status"], row["tier"],
-        row["created_ms"],
-    )  # fmt: skip
+    columns = zip(row.keys(), row, strict=True)
+    return stored_affiliate(user, {_AFFILIATE_ATTRIBUTES.get(column, column): value for column, value in columns})

@@ -52,7 +52,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rewards import keys
-from rewards.affiliates import affiliate_record, codes_created_record
+from rewards.affiliates import affiliate_record, codes_created_record, stored_affiliate, stored_attributes
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.errors import IdempotencyKeyReused
@@ -765,18 +765,11 @@ async def open_redis_state(
 
 
 def _affiliate_json(a: Affiliate) -> str:
-    return _json(
-        {"id": a.id, "name": a.name, "status": a.status, "region": a.region, "audience": a.audience,
-         "tax_status": a.tax_status, "tier": a.tier, "created_at_ms": a.created_at_ms}
-    )  # fmt: skip
+    return _json(stored_attributes(a))
 
 
 def _affiliate(user: User, document: str) -> Affiliate:
-    d = json.loads(document)
-    return Affiliate(
-        d["id"], user, d["name"], d["status"], d["region"], d["audience"], d["tax_status"], d["tier"],
-        d["created_at_ms"],
-    )  # fmt: skip
+    return stored_affiliate(user, json.loads(document))
 
 
 def _code_record(code: str, fields: dict[str, str], uses: list[str]) -> CodeRecord | None:

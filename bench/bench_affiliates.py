@@ -24,11 +24,11 @@ from bench.context import Context
 from bench.generate_affiliates import generate, generate_in
 from bench.queries import query_api
 from bench.report import Figure, percentiles, render, time_awaits, time_calls
-from query_api.affiliates import queries
+from query_api.affiliates import service as queries
 from query_api.affiliates.router import window
-from rewards.affiliates import LEVELS
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.domain.affiliates import LEVELS
 from rewards.domain.payouts import User
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import StateStore, Warehouse
 from tests.harness import Server
 
@@ -213,8 +213,8 @@ def measure_production(context: Context, scale: str, label: str, runs: int) -> l
 
 
 async def _production_raw(context: Context, scale: str, runs: int) -> tuple[dict, dict]:
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-    from rewards.production.redis_state import open_redis_state
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.production.redis_state import open_redis_state
 
     state = await open_redis_state(context.engine_env["REDIS_URL"])
     warehouse = await ClickHouseWarehouse.connect(context.engine_env["CLICKHOUSE_URL"])

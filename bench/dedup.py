@@ -118,8 +118,8 @@ async def _redis_bytes_per_id(url: str, n: int) -> float:
 async def _clickhouse(url: str, n: int, runs: int) -> dict:
     import clickhouse_connect
 
-    from rewards.dedup_archive import WRITTEN_AMONG, WarehouseDedupArchive
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.dedup_archive import WRITTEN_AMONG, WarehouseDedupArchive
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
     from schemas.clickhouse import load_migrations
 
     admin = await clickhouse_connect.get_async_client(dsn=url)
@@ -172,9 +172,9 @@ async def _clickhouse(url: str, n: int, runs: int) -> dict:
 
 
 async def _sqlite_bytes_per_id(n: int) -> float:
+    from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+    from rewards.adapters.embedded.sqlite_state import SqliteStateStore
     from rewards.domain.payouts import User
-    from rewards.embedded.sqlite_db import SqliteDatabase
-    from rewards.embedded.sqlite_state import SqliteStateStore
 
     with tempfile.TemporaryDirectory() as directory:
         db = SqliteDatabase(Path(directory) / "state.sqlite3")

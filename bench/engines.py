@@ -8,9 +8,9 @@ their events over that time. Where a client's concurrency or process count matte
 is kept (the others are named in the case). The clients are the service's own, with its settings:
 
 - **Redis claim** (production accept): `RedisStateStore.ingest` as the ingest edge runs it per 100-event batch
-  (rewards.production.redis_state: CLAIM_BATCH on 100 fresh dedup keys of one project, then COMMIT_BATCH of them
-  with the users' event sets, scripts registered by `Scripts.register`), opened by `open_redis_state` on redis-py's
-  asyncio client (hiredis), but without the warehouse's dedup archive: Redis alone. In a database of its own,
+  (rewards.adapters.production.redis_state: CLAIM_BATCH on 100 fresh dedup keys of one project, then COMMIT_BATCH
+  of them with the users' event sets, scripts registered by `Scripts.register`), opened by `open_redis_state` on
+  redis-py's asyncio client (hiredis), but without the warehouse's dedup archive: Redis alone. In a database of its own,
   flushed after. Baseline: redis-benchmark (C, 50 connections) running the same two scripts on random fresh keys.
 - **Kafka transactional produce** (production accept) of the batches as the ingest edge serializes them (bench.load's
   events, validated, `schemas.records.dump_conversions`), on a topic of its own (deleted after):
@@ -195,10 +195,10 @@ def _redis_benchmark(url: str, seconds: float, guess_events_s: float) -> float |
     import redis
 
     from bench.load import USERS
+    from rewards.adapters.production.redis_keys import ProjectKeys
+    from rewards.adapters.production.redis_scripts import CLAIM_BATCH, COMMIT_BATCH
+    from rewards.adapters.production.redis_state import PENDING_TTL_S
     from rewards.domain.payouts import User
-    from rewards.production.redis_keys import ProjectKeys
-    from rewards.production.redis_scripts import CLAIM_BATCH, COMMIT_BATCH
-    from rewards.production.redis_state import PENDING_TTL_S
     from rewards.settings import Settings
 
     binary = shutil.which("redis-benchmark")
@@ -235,8 +235,8 @@ def _benchmark_rps(base: list[str], requests: int, command: list[str]) -> float:
 
 
 def _kafka(pool: "_Processes", bootstrap: str, seconds: float) -> list[Figure]:
-    from rewards.production.kafka_log import MAX_REQUEST_BYTES
-    from rewards.production.migrate import create_topic
+    from rewards.adapters.production.kafka_log import MAX_REQUEST_BYTES
+    from rewards.adapters.production.migrate import create_topic
     from rewards.settings import Settings
 
     topic = f"{TOPIC_PREFIX}.{uuid.uuid4().hex[:8]}"
@@ -290,8 +290,8 @@ async def _delete_topic(bootstrap: str, topic: str) -> None:
 
 def _producer_performance(bootstrap: str, topic: str, seconds: float, guess_events_s: float) -> float | None:
     """events/s of Kafka's own ProducerPerformance with a transactional id, on the same payloads."""
+    from rewards.adapters.production import kafka_log
     from rewards.devengines.kafka import _java, tools_classpath
-    from rewards.production import kafka_log
 
     try:
         java, classpath = _java(), tools_classpath()
@@ -332,7 +332,7 @@ def _run_tool(command: list[str], records: int) -> float:
 def _clickhouse(pool: "_Processes", url: str, seconds: float, quick: bool, deliveries: list[dict]) -> list[Figure]:
     import clickhouse_connect
 
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 
     async def admin(sql: str) -> None:
         client = await clickhouse_connect.get_async_client(dsn=url)
@@ -571,10 +571,10 @@ async def _deliveries(count: int, messages: int) -> list[dict]:
     `stream_workers.processor.process_delivery` makes for them: [(table, rows, token suffix)], with its events and
     rows. Their state: a SQLite state store of their own with the projects' configuration and a 4-level referral
     chain above REFERRED_SHARE of the users of each project."""
+    from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+    from rewards.adapters.embedded.sqlite_state import SqliteStateStore
     from rewards.domain.payout_config import PayoutConfig
     from rewards.domain.payouts import User
-    from rewards.embedded.sqlite_db import SqliteDatabase
-    from rewards.embedded.sqlite_state import SqliteStateStore
     from rewards.ports import Delivery
     from schemas.records import decode_message
     from stream_workers.processor import process_delivery
@@ -626,8 +626,8 @@ async def _insert(warehouse, delivery: dict, token: str) -> int:
 
 async def _redis_claims(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
     from bench.load import USERS
+    from rewards.adapters.production.redis_state import open_redis_state
     from rewards.domain.payouts import User
-    from rewards.production.redis_state import open_redis_state
 
     # As the ingest edge opens it, but without the warehouse's dedup archive: Redis alone.
     state = await open_redis_state(params["url"])
@@ -652,7 +652,7 @@ async def _redis_claims(params: dict, go: Callable[[], Awaitable[None]]) -> dict
 
 
 async def _kafka_plain(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
-    from rewards.production.kafka_log import _start_producer, _stop
+    from rewards.adapters.production.kafka_log import _start_producer, _stop
     from schemas.topics import partition_key
 
     projects, payloads = _payloads(PAYLOADS)
@@ -685,7 +685,7 @@ async def _kafka_plain(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
 
 
 async def _kafka_log(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
-    from rewards.production import kafka_log
+    from rewards.adapters.production import kafka_log
     from rewards.settings import Settings
 
     # A topic of its own (the ingest suite's workers read rewards.events): kafka_log sends to this name.
@@ -737,7 +737,7 @@ async def _kafka_consume(params: dict, go: Callable[[], Awaitable[None]]) -> dic
 
 
 async def _clickhouse_inserts(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 
     deliveries = params["deliveries"]
     # One client each: a clickhouse-connect client runs one query at a time (its session).
@@ -758,7 +758,7 @@ async def _clickhouse_inserts(params: dict, go: Callable[[], Awaitable[None]]) -
 
 
 async def _chdb_inserts(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
-    from rewards.embedded.chdb_warehouse import ChdbWarehouse
+    from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 
     deliveries = params["deliveries"]
     warehouse = ChdbWarehouse(Path(params["path"]))
@@ -779,10 +779,10 @@ async def _chdb_inserts(params: dict, go: Callable[[], Awaitable[None]]) -> dict
 
 async def _sqlite_claims(params: dict, go: Callable[[], Awaitable[None]]) -> dict:
     from bench.load import USERS, batch_ids
+    from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+    from rewards.adapters.embedded.sqlite_outbox import SqliteOutbox
+    from rewards.adapters.embedded.sqlite_state import SqliteStateStore
     from rewards.domain.payouts import User
-    from rewards.embedded.sqlite_db import SqliteDatabase
-    from rewards.embedded.sqlite_outbox import SqliteOutbox
-    from rewards.embedded.sqlite_state import SqliteStateStore
 
     db = SqliteDatabase(Path(params["path"]))
     state, outbox = SqliteStateStore(db), SqliteOutbox(db)

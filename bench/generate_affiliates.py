@@ -26,11 +26,11 @@ from pathlib import Path
 import typer
 from tqdm import tqdm
 
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.app.wiring import open_embedded_state, state_path
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Affiliate, StateStore, Warehouse
-from rewards.wiring import open_embedded_state, state_path
 
 CONFIG = {
     "default_tier": "base",

@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 
 from bench.report import percentiles
-from rewards.routing import service_for
+from rewards.web.routing import service_for
 
 BATCH = 100
 REPEATED = 3  # events of each batch that repeat the connection's previous batch (known: not accepted again)

@@ -32,8 +32,8 @@ import httpx
 from bench.context import Context
 from bench.generate_queries import Dataset, ensure
 from bench.report import Figure, percentiles, time_awaits, time_calls
-from query_api.claim_checks import queries as claim_queries
-from query_api.payouts import queries as payout_queries
+from query_api.claim_checks import service as claim_queries
+from query_api.payouts import service as payout_queries
 from rewards.domain.payouts import User
 from tests.harness import Server, free_port, stop_processes, wait_healthy
 
@@ -177,8 +177,8 @@ def _timed_gets(client: httpx.Client, path: str, params: list[dict], runs: int) 
 
 
 def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
-    from rewards.embedded.chdb_warehouse import ChdbWarehouse
-    from rewards.wiring import open_embedded_state
+    from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+    from rewards.app.wiring import open_embedded_state
 
     data_dir = context.data_root / "queries" / "embedded"
 
@@ -200,8 +200,8 @@ def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Meas
 
 
 def production(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-    from rewards.production.redis_state import open_redis_state
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.production.redis_state import open_redis_state
 
     env = context.engine_env
 

@@ -89,9 +89,9 @@ async def _run(context: Context) -> list[Figure]:
 @asynccontextmanager
 async def _engines(shape: str, context: Context):
     if shape == "embedded":
-        from rewards.embedded.chdb_warehouse import ChdbWarehouse
-        from rewards.embedded.sqlite_db import SqliteDatabase
-        from rewards.embedded.sqlite_state import SqliteStateStore
+        from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+        from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+        from rewards.adapters.embedded.sqlite_state import SqliteStateStore
 
         with tempfile.TemporaryDirectory(dir=_mkdir(context.data_root / "workers")) as directory:
             state = SqliteStateStore(SqliteDatabase(Path(directory) / "state.sqlite3"))
@@ -105,8 +105,8 @@ async def _engines(shape: str, context: Context):
         return
     import clickhouse_connect
 
-    from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-    from rewards.production.redis_state import open_redis_state
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+    from rewards.adapters.production.redis_state import open_redis_state
 
     url = context.engine_env["CLICKHOUSE_URL"]
     admin = await clickhouse_connect.get_async_client(dsn=url)

@@ -1,3 +1,3 @@
-from rewards.cli import app
+from rewards.app.cli import app
 
 app()

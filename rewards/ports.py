@@ -19,7 +19,7 @@ repeat).
 
 Every failure of `EventLog.publish` raises `LogUnavailable`, whatever the engine: raised inside such a
 block it undoes the block's change (unless, as above, the change stands), and the HTTP services answer it 503
-with `Retry-After` (`rewards.http`), so a client's retry of the same request is safe.
+with `Retry-After` (`rewards.web.http`), so a client's retry of the same request is safe.
 """
 
 from collections.abc import Callable, Sequence
@@ -27,11 +27,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from rewards.domain.affiliates import Affiliate, Figures
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord
-from schemas.entities import AFFILIATE
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
@@ -44,11 +44,6 @@ class Principal:
     project_id: str
     scopes: frozenset[str]
     project_deleted: bool
-
-
-# An affiliate: a frozen dataclass of the fields schemas.entities.AFFILIATE declares (in their order), but the
-# project's, its user's two as one User.
-Affiliate = AFFILIATE.object_class("Affiliate", User, __name__)
 
 
 @dataclass(frozen=True)
@@ -177,7 +172,7 @@ class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, Claim
 class Unavailable(Exception):
     """A request refused because an engine did not take or answer it, or the pipeline is too far behind: nothing
     changed, and the same request may be sent again. The HTTP layer answers every kind alike (one handler in
-    rewards.http): 503, `Retry-After`, and the kind's `answer`."""
+    rewards.web.http): 503, `Retry-After`, and the kind's `answer`."""
 
     answer = "Service Unavailable: retry later"
     log_line: str | None = None  # logged as a warning with each refusal (None: the refusal is not logged)
@@ -237,9 +232,16 @@ class ArchiveUnavailable(LogUnavailable):
     """The dedup archive did not answer: the batch is refused whole (503, `Retry-After`), as when the log is down."""
 
 
+class AffiliateFigures(Protocol):
+    """What a user earned and brought as an affiliate so far (the warehouse's views): what the ingest edge answers
+    beside a registration (a user may have referred and earned before registering)."""
+
+    async def all_time(self, project_id: str, user: User) -> Figures: ...
+
+
 class Warehouse(Protocol):
     async def migrate(self) -> None:
-        """Bring the schema to the latest migration (rewards/migrations.py), recording each one applied."""
+        """Bring the schema to the latest migration (rewards/adapters/migrations.py), recording each one applied."""
 
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None: ...
     async def query(self, sql: str, params: dict | None = None) -> list[dict]: ...

@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str | None = _engine_url("KAFKA_BOOTSTRAP_SERVERS")
     redis_url: str | None = _engine_url("REDIS_URL")
     # `true`: REDIS_URL names one node of a Redis Cluster; `false`: a single node; `auto`: ask the node once at
-    # start-up (INFO cluster). rewards.production.redis_client.
+    # start-up (INFO cluster). rewards.adapters.production.redis_client.
     redis_cluster: Literal["auto", "true", "false"] = Field(
         "auto", validation_alias=AliasChoices("REDIS_CLUSTER", "REWARDS_REDIS_CLUSTER")
     )
@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     max_backlog: int = 20_000
     worker_batch_wait_s: float = 0.05  # how long a worker waits to fill a batch
     # Production HTTP services: a resolved API key is kept this long per process (seconds; 0: ask Redis on every
-    # request). A revoked key or deleted project still reaches every process within 1 s (rewards.keys.KeyCache).
+    # request). A revoked key or deleted project still reaches every process within 1 s (rewards.domain.keys.KeyCache).
     key_cache_ttl: float = Field(3.0, ge=0, le=60)
 
     def require_engines(self) -> None:

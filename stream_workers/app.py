@@ -3,21 +3,22 @@
 import asyncio
 import contextlib
 
-from rewards.backends import Backends
+from rewards.ports import EventSource, StateStore, Warehouse
+from rewards.settings import Settings
 from stream_workers.runner import run_worker
 
 
 @contextlib.asynccontextmanager
-async def running_worker(backends: Backends):
+async def running_worker(source: EventSource, state: StateStore, warehouse: Warehouse, settings: Settings):
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_worker(
-            backends.source,
-            backends.state,
-            backends.warehouse,
+            source,
+            state,
+            warehouse,
             stop,
-            backends.settings.worker_poll_s,
-            backends.settings.dedup_window,
+            settings.worker_poll_s,
+            settings.dedup_window,
         )
     )
     try:

@@ -48,7 +48,6 @@ from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
-from stream_workers.plans import SqlitePlans, WarehousePlans
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
 
@@ -97,45 +96,6 @@ class Resources:
                 await resource.close()
             except Exception:
                 log.exception("closing failed", resource=type(resource).__name__)
-
-
-async def open_resources(settings: Settings, options: WorkerOptions) -> Resources:
-    from rewards.production.kafka_dead_letters import KafkaDeadLetters
-    from rewards.wiring import open_warehouse
-
-    warehouse = await open_warehouse(settings.clickhouse_url, settings)
-    try:
-        state, plans = await _open_state(settings, options, warehouse)
-    except BaseException:
-        await warehouse.close()
-        raise
-    resources = Resources(state, warehouse, plans, window_s=settings.dedup_window)
-    try:
-        resources.log_id = await kafka_cluster_id(settings.kafka_bootstrap_servers)
-        resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
-    except BaseException:
-        await resources.close()
-        raise
-    return resources
-
-
-async def kafka_cluster_id(bootstrap_servers: str) -> str:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    await admin.start()
-    try:
-        return (await admin.describe_cluster())["cluster_id"]
-    finally:
-        await admin.close()
-
-
-async def _open_state(settings: Settings, options: WorkerOptions, warehouse: Warehouse) -> tuple[StateStore, PlanStore]:
-    from rewards.wiring import open_embedded_state, open_state
-
-    if options.state == "sqlite":
-        return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
-    return await open_state(settings.redis_url, settings), WarehousePlans(warehouse)
 
 
 # -- read_committed ------------------------------------------------------------------------------------
@@ -198,16 +158,17 @@ def faust_settings(bootstrap: str, options: WorkerOptions) -> dict:
 def build_app(
     settings: Settings,
     options: WorkerOptions,
-    opener: Callable[[], Awaitable[Resources]] | None = None,
+    opener: Callable[[], Awaitable[Resources]],
     datadir: str | None = None,
 ) -> faust.App:
+    """`opener`: what opens the workers' resources (rewards.app.wiring.open_worker_resources), retried until it
+    succeeds."""
     conf = faust_settings(settings.kafka_bootstrap_servers, options)
     app = WorkersApp(settings.worker_group_id, **conf, **({"datadir": datadir} if datadir else {}))
     # acks=False: faust never commits this topic's offsets; the pipeline commits them at delivery boundaries.
     topic = app.topic(
         EVENTS_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw", acks=False
     )
-    opener = opener or (lambda: open_resources(settings, options))
 
     @app.agent(topic)
     async def write_events(stream):
@@ -359,7 +320,7 @@ def check_environment() -> tuple[Settings, WorkerOptions]:
     return settings, options
 
 
-def run_workers() -> None:
+def run_workers(open_resources: Callable[[Settings, WorkerOptions], Awaitable[Resources]]) -> None:
     """`rewards workers`: run until SIGTERM/SIGINT, then commit what was written and leave the group."""
     from rewards.logging import configure_logging
 
@@ -371,7 +332,7 @@ def run_workers() -> None:
         start_http_server(options.metrics_port)
     # faust wants a data directory even without tables; nothing in it outlives the process.
     with tempfile.TemporaryDirectory(prefix="rewards-workers-") as datadir:
-        app = build_app(settings, options, datadir=datadir)
+        app = build_app(settings, options, lambda: open_resources(settings, options), datadir=datadir)
         worker = _Worker(app, loglevel=settings.log_level.upper(), override_logging=False, quiet=True)
         worker.stop_timeout_s = options.stop_timeout_s
         worker.execute_from_commandline()

@@ -21,9 +21,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rewards.clickhouse_values import ch_datetime
 from rewards.domain.timestamps import now_ms
 from rewards.ports import PlanStore
+from schemas.clickhouse.values import ch_datetime
 
 RETENTION_S = 7 * 24 * 3600
 

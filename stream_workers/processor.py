@@ -6,7 +6,7 @@ store learn of it (events marked processed, new claim checks registered), idempo
 
 The warehouse refuses a second payout on its own, whatever the state store forgot (Redis keeps ids for a short
 hot window only, and may lose its last second in a crash): each delivery's last insert is its `dedup_ids` rows
-(rewards.dedup_archive), and the ids of a delivery that the state store has not marked done are looked up there
+(rewards.adapters.dedup_archive), and the ids of a delivery that the state store has not marked done are looked up there
 first; those found were written whole by an earlier delivery and are dropped. A code use is refused (set aside)
 when the warehouse already holds a referral of its user or as many uses of its code as the `max_uses` it was
 used under: a use Redis forgot cannot make room for one more.
@@ -24,8 +24,7 @@ import structlog
 from prometheus_client import Counter
 from pydantic import ValidationError
 
-from rewards import dedup_archive
-from rewards.clickhouse_values import param_chunks, param_cost
+from rewards.adapters import dedup_archive
 from rewards.domain import claim_checks
 from rewards.domain import payouts as engine
 from rewards.domain.limits import check_time_ms
@@ -33,6 +32,7 @@ from rewards.domain.payout_config import EMPTY_CONFIG, TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, IngestStore, ProjectStore, StateStore, Warehouse
+from schemas.clickhouse.values import param_chunks, param_cost
 from schemas.records import (
     AffiliateRecord,
     ClaimCheckRecord,
@@ -265,8 +265,9 @@ async def _projects_of(records: list, state: StateStore, warehouse: Warehouse) -
 
 
 # A code belongs to one owner: the owner columns only narrow the read to the primary key's range. (No tuple
-# parameters: see rewards.clickhouse_values.) Each list goes in chunks (param_chunks), so each query's figures add
-# up across chunks: a code's referrals, and those of them that are this delivery's own uses, are counted apart.
+# parameters: see schemas.clickhouse.values.) Each list goes in chunks (param_chunks), so each query's
+# figures add up across chunks: a code's referrals, and those of them that are this delivery's own uses, are counted
+# apart.
 REFERRALS_OF_CODES = """
 SELECT code, count() AS n FROM referrals
 WHERE project_id = {project:String} AND referrer_identifier_type IN {owner_types:Array(String)}

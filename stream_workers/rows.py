@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from rewards.clickhouse_values import ch_datetime
 from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payouts import Payout, Volume
+from schemas.clickhouse.values import ch_datetime
 from schemas.entities import (
     AFFILIATE,
     CLAIM_CHECK,

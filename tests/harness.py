@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from rewards.routing import service_for
-from rewards.wiring import open_embedded_state
+from rewards.app.wiring import open_embedded_state
+from rewards.web.routing import service_for
 
 
 def free_port() -> int:
@@ -88,7 +88,7 @@ class ProductionServer:
         stop_processes(list(self.processes.values()), sig)
 
     async def open_state(self):
-        from rewards.production.redis_state import open_redis_state
+        from rewards.adapters.production.redis_state import open_redis_state
 
         return await open_redis_state(self.env["REDIS_URL"])
 
@@ -156,7 +156,7 @@ class Admin:
 
 
 def url_for(server: Server | ProductionServer, method: str, path: str) -> str:
-    """The URL of `path` (`/api/v1/…`) on the service of `server` that answers it: routed by `rewards/routing.py`,
+    """The URL of `path` (`/api/v1/…`) on the service of `server` that answers it: routed by `rewards/web/routing.py`,
     as the production gateway routes (both services are one in the embedded shape)."""
     return server.urls[service_for(method, path)] + path
 

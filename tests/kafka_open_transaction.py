@@ -8,7 +8,7 @@ keyed by PROJECT into it, prints "open" and sleeps, never committing: the test k
 import asyncio
 import sys
 
-from rewards.production import kafka_log
+from rewards.adapters.production import kafka_log
 from schemas.records import dump_records
 from schemas.topics import EVENTS_TOPIC, partition_key
 from tests.kafka_helpers import conversions

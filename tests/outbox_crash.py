@@ -16,10 +16,10 @@ import os
 import signal
 import sys
 
+from rewards.adapters.production import redis_state
 from rewards.domain import claim_checks
 from rewards.domain.payouts import User
 from rewards.ports import Affiliate
-from rewards.production import redis_state
 
 
 def _user(identifier: str) -> User:

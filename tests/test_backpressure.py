@@ -1,4 +1,4 @@
-"""Back-pressure (rewards/backpressure.py): above the backlog bound the events endpoints answer 503 with
+"""Back-pressure (rewards/web/backpressure.py): above the backlog bound the events endpoints answer 503 with
 Retry-After and accept nothing of the batch; once the workers catch up, the same batch is accepted. The rule on
 the embedded engines in-process (its worker held back, then started); the production shape's measure (the
 workers' consumer lag) on a real Kafka broker, and its gauge on a running ingest process."""
@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
-from rewards.backpressure import Backpressure
-from rewards.http import create_app
+from rewards.app.wiring import open_embedded
 from rewards.settings import Settings
-from rewards.wiring import open_embedded
+from rewards.web.backpressure import Backpressure
+from rewards.web.http import create_app
 from stream_workers.app import running_worker
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api
@@ -57,7 +57,8 @@ async def test_above_the_bound_nothing_is_accepted_then_the_same_batch_is(held_b
         assert status.json()["status"] == "not_found"  # nothing of the refused batches was accepted
     assert await backends.source.backlog() == BOUND + 1
 
-    async with running_worker(backends):  # the workers catch up: below the bound, the same batch is accepted
+    # the workers catch up: below the bound, the same batch is accepted
+    async with running_worker(backends.source, backends.state, backends.warehouse, backends.settings):
         for _ in range(200):
             if await backends.source.backlog() <= BOUND:
                 break
@@ -103,7 +104,7 @@ async def test_the_kafka_lag_is_what_the_group_has_not_committed(kafka_url):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    from rewards.production.kafka_lag import KafkaLag
+    from rewards.adapters.production.kafka_lag import KafkaLag
 
     topic, group = f"lag-{uuid.uuid4().hex[:8]}", f"lag-group-{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_url)

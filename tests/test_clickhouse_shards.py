@@ -1,4 +1,5 @@
-"""The warehouse sharded over a ClickHouse cluster (schemas/clickhouse/layout.py, run by rewards/migrations.py).
+"""The warehouse sharded over a ClickHouse cluster (schemas/clickhouse/layout.py, run by
+rewards/adapters/migrations.py).
 
 Without an engine: the rewriting of each statement form, and a review of the replicated layout's DDL of every
 migration (Replicated engines, ON CLUSTER, views on `_local` tables, Distributed tables sharded by project), which
@@ -19,19 +20,19 @@ from datetime import date
 import pytest
 from typer.testing import CliRunner
 
-from query_api.affiliates import queries as affiliate_queries
-from query_api.claim_checks import queries as check_queries
-from query_api.payouts import queries as payout_queries
-from rewards import dedup_archive, migrations
-from rewards.affiliates import all_time_figures
-from rewards.cli import app
+from query_api.affiliates import service as affiliate_queries
+from query_api.claim_checks import service as check_queries
+from query_api.payouts import service as payout_queries
+from rewards.adapters import dedup_archive, migrations
+from rewards.adapters.affiliate_figures import all_time_figures
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+from rewards.app.cli import app
+from rewards.app.wiring import open_embedded_state
 from rewards.devengines.clickhouse import connect
 from rewards.domain import claim_checks
 from rewards.domain.payouts import User
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Delivery
-from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
-from rewards.wiring import open_embedded_state
 from schemas import clickhouse as schema
 from schemas.clickhouse.layout import LOCAL, Layout, LayoutError, Placed
 from schemas.records import decode_message

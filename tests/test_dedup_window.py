@@ -5,16 +5,16 @@ import asyncio
 
 import pytest
 
-from rewards import dedup_archive
-from rewards.clickhouse_values import ch_datetime
-from rewards.dedup_archive import WarehouseDedupArchive
+from rewards.adapters import dedup_archive
+from rewards.adapters.dedup_archive import WarehouseDedupArchive
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+from rewards.adapters.embedded.sqlite_state import SqliteStateStore
+from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.adapters.production.redis_state import RedisStateStore
 from rewards.domain.timestamps import now_ms
-from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.embedded.sqlite_state import SqliteStateStore
 from rewards.ports import ArchiveUnavailable, LogUnavailable
-from rewards.production.redis_keys import ProjectKeys
-from rewards.production.redis_state import RedisStateStore
 from rewards.settings import Settings, parse_duration
+from schemas.clickhouse.values import ch_datetime
 from tests.contract.support import batch, ingest, redis_url  # noqa: F401 (a fixture)
 
 WINDOW_S = 0.4
@@ -161,7 +161,7 @@ class _DownArchive(_NoArchive):
 
 @pytest.fixture(scope="module")
 async def chdb_archive(tmp_path_factory):
-    from rewards.embedded.chdb_warehouse import ChdbWarehouse
+    from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 
     warehouse = ChdbWarehouse(tmp_path_factory.mktemp("warehouse"))
     await warehouse.migrate()
@@ -259,7 +259,7 @@ def test_the_cli_bounds_them_with_a_progress_bar(redis_url):  # noqa: F811
     import redis
     from typer.testing import CliRunner
 
-    from rewards.cli import app
+    from rewards.app.cli import app
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     keys = [ProjectKeys("cli-legacy").dedup(d) for d in ("a", "b")]
@@ -276,7 +276,7 @@ def test_the_cli_bounds_them_with_a_progress_bar(redis_url):  # noqa: F811
 async def test_the_workers_store_keeps_processed_ids_for_the_hot_window(redis_url):  # noqa: F811
     """The workers open the store without an archive (they ask the warehouse themselves): their marks must still
     shorten an id's life to the hot window, or Redis would hold the whole window after all."""
-    from rewards.production.redis_state import open_redis_state
+    from rewards.adapters.production.redis_state import open_redis_state
 
     store = await open_redis_state(redis_url, Settings())
     try:

@@ -13,7 +13,7 @@ stream_workers/faust_app.py:
   (`isolation_level()`, checked on the first batch);
 - `app.consumer._commit` and `app.consumer._thread.crash_reason` (`Pipeline._commit`);
 - `Worker._schedule_shutdown` (overridden) and `Worker._signal_stop_time` (mode's, read by the override).
-rewards/production/kafka_log.py:
+rewards/adapters/production/kafka_log.py:
 - `AIOKafkaProducer._txn_manager`, its `state` and `aiokafka.producer.transaction_manager.TransactionState`.
 """
 
@@ -29,7 +29,7 @@ import pytest
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from packaging.requirements import Requirement
 
-from rewards.production import kafka_log
+from rewards.adapters.production import kafka_log
 from rewards.settings import Settings
 from stream_workers import faust_app
 
@@ -78,11 +78,15 @@ def test_what_our_subclasses_build_on():
     assert "already rebalanced" in source and "await self.crash(exc)" in source, "faust's commit semantics changed"
 
 
+async def _never_opened():
+    raise AssertionError("the app is only built here, never run")
+
+
 async def test_the_workers_app_reads_committed_through_the_private_path(kafka_url, tmp_path):
     """A real app's consumer, built by faust through our overrides, started against Kafka: read_committed
     reaches aiokafka's fetcher, and `isolation_level()` reads it where faust keeps it."""
     settings = Settings(kafka_bootstrap_servers=kafka_url, clickhouse_url="http://127.0.0.1:1")
-    app = faust_app.build_app(settings, faust_app.WorkerOptions(), datadir=str(tmp_path))
+    app = faust_app.build_app(settings, faust_app.WorkerOptions(), _never_opened, datadir=str(tmp_path))
     assert isinstance(app.transport, faust_app._Transport)
     thread = app.consumer._thread
     assert isinstance(thread, faust_app._ReadCommittedConsumerThread)

@@ -1,4 +1,4 @@
-"""deploy/ stays in step with the code: every command exists, and the gateway routes as rewards/routing.py.
+"""deploy/ stays in step with the code: every command exists, and the gateway routes as rewards/web/routing.py.
 
 (No Docker engine on these machines: the files are checked for what they say, not run.)"""
 
@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rewards import routing
-from rewards.cli import app
-from rewards.routing import QUERY_ROUTES, service_for
+from rewards.app.cli import app
+from rewards.web import routing
+from rewards.web.routing import QUERY_ROUTES, service_for
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 COMMANDS = {"ingest-api", "query-api", "workers", "migrate"}
@@ -77,7 +77,7 @@ def test_gateway_routes_like_the_code(config, method, path):
 @pytest.mark.parametrize("name", routing.GENERATED_FILES)
 def test_deploy_routes_are_generated_from_the_table(name):
     text = (DEPLOY.parent / name).read_text()
-    assert routing.render(text) == text, "run `python -m rewards.routing`"
+    assert routing.render(text) == text, "run `python -m rewards.web.routing`"
 
 
 def test_a_deploy_file_out_of_step_with_the_table_fails_the_check(tmp_path):

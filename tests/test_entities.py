@@ -3,9 +3,9 @@ with exactly the declared columns, and what is derived from them shows each enti
 
 import pytest
 
-from rewards.affiliates import STORED_ATTRIBUTES, stored_affiliate, stored_attributes
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.domain.affiliates import STORED_ATTRIBUTES, stored_affiliate, stored_attributes
 from rewards.domain.payouts import User
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Affiliate
 from schemas.entities import AFFILIATE, ENTITIES, Entity
 from schemas.records import (

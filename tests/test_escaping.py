@@ -19,10 +19,10 @@ from urllib.parse import quote
 import orjson
 import pytest
 
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.devengines import clickhouse
 from rewards.domain.timestamps import format_timestamp
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
-from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
 from tests.conftest import SERVICE, evm
 from tests.harness import Api, eventually
 from tests.test_claim_checks import TOKEN_CONFIG, USDC

@@ -30,9 +30,9 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from rewards.ratelimit import DEFAULT_LIMITS
-from rewards.serve import embedded_app
+from rewards.app.serve import embedded_app
 from rewards.settings import Settings
+from rewards.web.ratelimit import DEFAULT_LIMITS
 from tests.harness import Admin, Server
 
 SEED = 20261122

@@ -1,12 +1,12 @@
-"""rewards.production.grouped_archive.GroupedArchive: the dedup archive asked once for the lookups that wait together,
-each lookup answered for its own ids, exactly as the archive would have answered it alone."""
+"""rewards.adapters.production.grouped_archive.GroupedArchive: the dedup archive asked once for the lookups that wait
+together, each lookup answered for its own ids, exactly as the archive would have answered it alone."""
 
 import asyncio
 
 import pytest
 
+from rewards.adapters.production.grouped_archive import GroupedArchive
 from rewards.ports import ArchiveUnavailable
-from rewards.production.grouped_archive import GroupedArchive
 
 
 class SlowArchive:

@@ -370,9 +370,9 @@ def test_a_message_that_cannot_be_read_stops_nobody(server, make_api):
 
 async def _publish_raw(server, project_id: str, payload: bytes) -> None:
     if server.shape == "embedded":
-        from rewards.embedded.sqlite_db import SqliteDatabase
-        from rewards.embedded.sqlite_outbox import SqliteOutbox
-        from rewards.wiring import state_path
+        from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+        from rewards.adapters.embedded.sqlite_outbox import SqliteOutbox
+        from rewards.app.wiring import state_path
 
         db = SqliteDatabase(state_path(server.data_dir))
         try:

@@ -9,8 +9,8 @@ again after its Retry-After, as a client does), a broker is SIGKILLed (the trans
 leads the controller quorum), started again once the load goes on without it, and, with every replica back in
 sync, then the active controller the same way. Then every event is paid exactly once, refused ones included (they
 were sent again until accepted), and the edge never crashed. The stall (the longest gap between two answers 200,
-and the 503s) is printed for each fault. Meanwhile a reader of the workers' lag (rewards.production.kafka_lag, as
-the ingest edge measures its back-pressure) answers or gives up in time, never failing otherwise.
+and the 503s) is printed for each fault. Meanwhile a reader of the workers' lag (rewards.adapters.production.kafka_lag,
+as the ingest edge measures its back-pressure) answers or gives up in time, never failing otherwise.
 
 Redis and ClickHouse are the session's (projects keep tests apart; delivery tokens carry the cluster's id).
 """
@@ -88,7 +88,7 @@ def test_migrate_refuses_more_insync_replicas_than_replicas():
 async def test_migrate_refuses_a_topic_with_fewer_replicas_than_min_insync(kafka_url):
     """An install whose topic has 1 replica, migrated with min.insync.replicas 2 (RF 3 in the settings): every write
     would be refused, so migrate refuses, and changes nothing."""
-    from rewards.production.migrate import create_topic
+    from rewards.adapters.production.migrate import create_topic
 
     topic = f"rf1-{os.getpid()}-{time.monotonic_ns()}"
     assert await create_topic(kafka_url, 1, 1, topic, {"retention.ms": "60000"})
@@ -248,7 +248,7 @@ class LagProbe:
         return sum(1 for at, outcome in list(self.outcomes) if start <= at <= end and outcome.isdigit())
 
     async def _run(self) -> None:
-        from rewards.production.kafka_lag import KafkaLag
+        from rewards.adapters.production.kafka_lag import KafkaLag
 
         lag = await KafkaLag.start(self.bootstrap, self.group_id)
         try:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from rewards.adapters.production import kafka_log, process_index
+from rewards.adapters.production.kafka_log import KafkaEventLog, PublishFailed
+from rewards.adapters.production.migrate import create_topic
+from rewards.adapters.production.process_index import ProcessIndex
 from rewards.devengines import start_kafka
-from rewards.production import kafka_log, process_index
-from rewards.production.kafka_log import KafkaEventLog, PublishFailed
-from rewards.production.migrate import create_topic
-from rewards.production.process_index import ProcessIndex
 from schemas.records import dump_records
 from schemas.topics import partition_key
 from tests.kafka_helpers import PARTITIONS, conversions, end_offsets, engine, eventually, read_since
@@ -113,7 +113,7 @@ ZOMBIE_TIMEOUT_MS = 60_000  # the dead process's transaction timeout: without fe
 
 @pytest.fixture
 def instance() -> str:
-    """An ingest instance of this test alone; its lock files (see rewards.production.process_index) removed after."""
+    """An ingest instance of this test alone; its lock files (production.process_index) removed after."""
     name = f"test-{uuid.uuid4().hex[:8]}"
     yield name
     for path in Path(process_index.lock_dir()).glob(f"rewards-ingest-{name}*.lock"):

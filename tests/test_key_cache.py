@@ -1,4 +1,4 @@
-"""The production HTTP services' key cache (rewards.keys.KeyCache, RedisStateStore.follow_key_changes): resolved
+"""The production HTTP services' key cache (rewards.domain.keys.KeyCache, RedisStateStore.follow_key_changes): resolved
 keys are served from memory, yet a revoked key or a deleted project is refused by every process within 1 s, also
 when a process's subscription to the key changes is lost; and totals stay exact with the cache on. The
 revocations are also run on a Redis Cluster (marked `cluster`; tests.redis_cluster), where a PUBLISH counts the
@@ -15,9 +15,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from rewards import keys
-from rewards.production import redis_keys
-from rewards.production.redis_state import KEY_CHANGES_CHANNEL, KEY_LIVE_S, open_redis_state
+from rewards.adapters.production import redis_keys
+from rewards.adapters.production.redis_state import KEY_CHANGES_CHANNEL, KEY_LIVE_S, open_redis_state
+from rewards.domain import keys
 from tests.conftest import SERVICE, event, evm
 from tests.harness import (
     Admin,

@@ -1,5 +1,6 @@
-"""Versioned ClickHouse migrations (rewards/migrations.py, schemas/clickhouse/NNN_*.sql), on both warehouse adapters:
-chdb in-process, and a ClickHouse server (a database of its own per test; under CI=true no server is a failure).
+"""Versioned ClickHouse migrations (rewards/adapters/migrations.py, schemas/clickhouse/NNN_*.sql), on both warehouse
+adapters: chdb in-process, and a ClickHouse server (a database of its own per test; under CI=true no server is a
+failure).
 
 Besides the package's migrations (1-5), the tests use a test-only directory: 1-5 as shipped, plus 006 (a new
 materialized view with a backfill of the payouts already written) and 007 (a new column), both with down steps.
@@ -15,17 +16,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rewards import dedup_archive, migrations
-from rewards.cli import app
+from rewards.adapters import dedup_archive, migrations
+from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+from rewards.app.cli import app
+from rewards.app.wiring import open_embedded, open_embedded_state
 from rewards.devengines import clickhouse
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
-from rewards.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.ports import Affiliate, Delivery
-from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.settings import Settings
-from rewards.wiring import open_embedded, open_embedded_state
 from schemas import clickhouse as schema
 from schemas.records import ConversionRecord, decode_message
 from stream_workers.processor import process_delivery
@@ -521,7 +522,7 @@ async def test_a_warehouse_newer_than_the_code_is_refused(warehouse, tmp_path):
 
 
 async def test_the_embedded_server_migrates_at_start_up(tmp_path):
-    """`rewards serve` opens its backends with rewards.wiring.open_embedded: the same runner, on chdb."""
+    """`rewards serve` opens its backends with rewards.app.wiring.open_embedded: the same runner, on chdb."""
     warehouse = ChdbWarehouse(tmp_path / "warehouse")
     await run_legacy_ddl(warehouse, up_to=2)
     await warehouse.close()

@@ -11,10 +11,10 @@ from openapi_spec_validator import validate
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
-from rewards.errors import ErrorBody, error_body
-from rewards.production.app import production_app
-from rewards.serve import embedded_app
+from rewards.app.production import production_app
+from rewards.app.serve import embedded_app
 from rewards.settings import Settings
+from rewards.web.errors import ErrorBody, error_body
 
 EMBEDDED = embedded_app(Settings()).openapi()
 WRITES = {

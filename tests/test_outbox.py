@@ -1,7 +1,7 @@
 """The embedded outbox: several published batches make one delivery, the same one until committed."""
 
-from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.embedded.sqlite_outbox import SqliteOutbox
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+from rewards.adapters.embedded.sqlite_outbox import SqliteOutbox
 from schemas.records import dump_records
 from tests.kafka_helpers import conversions
 

@@ -5,13 +5,13 @@ import uuid
 
 import pytest
 
+from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.app.wiring import open_embedded
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery
-from rewards.production.redis_keys import ProjectKeys
 from rewards.settings import Settings
-from rewards.wiring import open_embedded
 from schemas.records import CodeUseRecord, ConversionRecord
 from stream_workers.processor import process_delivery
 from tests.contract.support import redis_url  # noqa: F401 (a fixture)
@@ -74,7 +74,7 @@ async def test_a_delivery_seen_again_writes_nothing_twice(backends):
 @pytest.fixture
 async def redis_backends(tmp_path, redis_url):  # noqa: F811
     """The embedded warehouse with the production state store: Redis, whose keys a test can make it forget."""
-    from rewards.production.redis_state import open_redis_state
+    from rewards.adapters.production.redis_state import open_redis_state
 
     backends = await open_embedded(Settings(data_dir=tmp_path))
     await backends.state.close()

@@ -1,4 +1,4 @@
-"""The production limiter's one-script hit (rewards.ratelimit.HIT) is the `limits` library's moving window:
+"""The production limiter's one-script hit (rewards.web.ratelimit.HIT) is the `limits` library's moving window:
 the same answers and headers, call by call, and the same keys (a window shared with the library's own calls)."""
 
 import math
@@ -9,7 +9,7 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 from redis.asyncio import Redis
 
-from rewards.ratelimit import RateLimited, RateLimiter
+from rewards.web.ratelimit import RateLimited, RateLimiter
 
 
 class LibraryLimiter(RateLimiter):

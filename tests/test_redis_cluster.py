@@ -1,4 +1,4 @@
-"""The production shape on a Redis Cluster (rewards.production.redis_client).
+"""The production shape on a Redis Cluster (rewards.adapters.production.redis_client).
 
 Without a cluster: every command the state store, the outbox relay and the rate limiter send (every Lua script
 among them) keeps to the keys of one cluster slot, and none is a MULTI transaction; checked on one node, by a
@@ -25,16 +25,16 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import MovedError, RedisClusterException, ResponseError
 
-from rewards import ratelimit
+from rewards.adapters.production import outbox_relay, redis_keys
+from rewards.adapters.production.outbox_relay import OutboxRelay
+from rewards.adapters.production.redis_client import is_cluster, open_redis
+from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.adapters.production.redis_scripts import Scripts
+from rewards.adapters.production.redis_state import KEY_LIVE_S, RedisStateStore, open_redis_state
 from rewards.domain import claim_checks as cc
-from rewards.production import outbox_relay, redis_keys
-from rewards.production.outbox_relay import OutboxRelay
-from rewards.production.redis_client import is_cluster, open_redis
-from rewards.production.redis_keys import ProjectKeys
-from rewards.production.redis_scripts import Scripts
-from rewards.production.redis_state import KEY_LIVE_S, RedisStateStore, open_redis_state
-from rewards.ratelimit import RateLimiter
 from rewards.settings import Settings
+from rewards.web import ratelimit
+from rewards.web.ratelimit import RateLimiter
 from tests.conftest import SERVICE, event, evm
 from tests.contract.support import Boom, affiliate, batch, check, create_codes, ingest, user
 from tests.harness import Admin, Api, ProductionServer, url_for
@@ -67,7 +67,7 @@ class SlotCheckingRedis(Redis):
             return []
 
     def pipeline(self, transaction: bool = True, shard_hint=None):
-        assert not transaction, "a MULTI transaction: use a Lua script (rewards.production.redis_client)"
+        assert not transaction, "a MULTI transaction: use a Lua script (rewards.adapters.production.redis_client)"
         return super().pipeline(transaction, shard_hint)
 
 

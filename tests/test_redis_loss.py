@@ -36,11 +36,11 @@ import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.adapters.production.redis_state import PENDING_TTL_S, open_redis_state
 from rewards.devengines import Engine, EngineFailed, EngineUnavailable, redis_engine
 from rewards.devengines.clickhouse import connect
 from rewards.domain.payouts import User
-from rewards.production.redis_keys import ProjectKeys
-from rewards.production.redis_state import PENDING_TTL_S, open_redis_state
 from rewards.settings import Settings
 from schemas.records import CodeUseRecord, ConversionRecord, load_records
 from schemas.topics import EVENTS_TOPIC, partition_key

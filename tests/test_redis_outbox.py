@@ -1,4 +1,4 @@
-"""The Redis state store's outbox and its relay (rewards.production.outbox_relay), on real Redis, Kafka and
+"""The Redis state store's outbox and its relay (rewards.adapters.production.outbox_relay), on real Redis, Kafka and
 ClickHouse: a process killed between a state change and its publish still gets the change to the log (and, in
 the production shape, to the warehouse); a failed publish undoes change and entry together, unless the relay
 has the entry already or the publish may have gone through; the relay's index forgets only idle projects."""
@@ -18,17 +18,17 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from rewards.adapters.production import kafka_log, outbox_relay, process_index
+from rewards.adapters.production.kafka_log import MAX_REQUEST_BYTES, KafkaEventLog, PublishFailed
+from rewards.adapters.production.migrate import create_topic
+from rewards.adapters.production.outbox_relay import OutboxRelay
+from rewards.adapters.production.redis_keys import ProjectKeys, outbox_projects
+from rewards.adapters.production.redis_state import open_redis_state
 from rewards.devengines.clickhouse import connect as clickhouse_connect
 from rewards.domain import claim_checks as cc
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
 from rewards.ports import Affiliate
-from rewards.production import kafka_log, outbox_relay, process_index
-from rewards.production.kafka_log import MAX_REQUEST_BYTES, KafkaEventLog, PublishFailed
-from rewards.production.migrate import create_topic
-from rewards.production.outbox_relay import OutboxRelay
-from rewards.production.redis_keys import ProjectKeys, outbox_projects
-from rewards.production.redis_state import open_redis_state
 from schemas.records import load_records
 from schemas.topics import EVENTS_TOPIC
 from tests.conftest import SERVICE, evm

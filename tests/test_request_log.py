@@ -1,4 +1,4 @@
-"""One log line per request (rewards.middleware.RequestLogMiddleware): method, path, status, milliseconds and the
+"""One log line per request (rewards.web.middleware.RequestLogMiddleware): method, path, status, milliseconds and the
 key's project, never the key; JSON for a log collector, human lines on a terminal (REWARDS_LOG_FORMAT=auto)."""
 
 import os

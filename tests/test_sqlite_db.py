@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from rewards.embedded.sqlite_db import SqliteDatabase
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 
 
 @pytest.fixture

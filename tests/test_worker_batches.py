@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
-from rewards.clickhouse_values import ch_datetime
 from rewards.domain.timestamps import now_ms
+from schemas.clickhouse.values import ch_datetime
 from schemas.records import dump_records
 from stream_workers.batches import Message, Planner
 from stream_workers.plans import SqlitePlans, WarehousePlans
@@ -87,11 +87,11 @@ async def test_sqlite_plans_keep_the_first_end_recorded(tmp_path):
 @pytest.fixture(params=["chdb", "clickhouse"])
 async def plan_warehouse(request, tmp_path):
     if request.param == "chdb":
-        from rewards.embedded.chdb_warehouse import ChdbWarehouse
+        from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 
         warehouse = ChdbWarehouse(tmp_path / "warehouse")
     else:
-        from rewards.production.clickhouse_warehouse import ClickHouseWarehouse
+        from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 
         warehouse = await ClickHouseWarehouse.connect(request.getfixturevalue("clickhouse_url"))
     await warehouse.migrate()

@@ -7,11 +7,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest_api.affiliates import service
-from rewards.affiliates import affiliate_json
+from rewards.domain.affiliates import affiliate_json
 from rewards.domain.payout_config import Label
-from rewards.errors import bad_request, validation_messages
-from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
+from rewards.web.errors import bad_request, validation_messages
+from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -42,7 +42,7 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
     registered = await service.register(
-        backends.state, backends.log, backends.warehouse, principal.project_id, user,
+        backends.state, backends.log, backends.figures, principal.project_id, user,
         **fields.model_dump(exclude={"user_identifier", "user_identifier_type"}),
     )  # fmt: skip
     body = affiliate_json(registered.affiliate, registered.config, registered.codes, registered.figures)

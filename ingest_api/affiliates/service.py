@@ -4,12 +4,11 @@ The registration is published on the event log, so the listing (query API) learn
 
 from dataclasses import dataclass
 
-from rewards.affiliates import Figures, all_time_figures
-from rewards.domain.affiliates import AffiliateExists, UnknownTier
+from rewards.domain.affiliates import AffiliateExists, Figures, UnknownTier
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
-from rewards.ports import Affiliate, EventLog, StateStore, Warehouse
+from rewards.ports import Affiliate, AffiliateFigures, EventLog, StateStore
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class Registration:
 
 
 async def register(
-    state: StateStore, log: EventLog, warehouse: Warehouse, project_id: str, user: User, **fields
+    state: StateStore, log: EventLog, figures: AffiliateFigures, project_id: str, user: User, **fields
 ) -> Registration:
     """Register `user` with `fields` (name, status, region, audience, tax_status, tier); AffiliateExists when it is
     one already, UnknownTier when its tier is not one of the project's configuration."""
@@ -38,5 +37,4 @@ async def register(
         await log.publish(project_id, created.payload)
     codes = (await state.codes_of(project_id, [user])).get(user, [])
     # A user may have referred and earned before registering: its figures so far.
-    figures = await all_time_figures(warehouse, project_id, user)
-    return Registration(affiliate, config, codes, figures)
+    return Registration(affiliate, config, codes, await figures.all_time(project_id, user))

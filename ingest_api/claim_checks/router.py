@@ -8,9 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ingest_api.claim_checks import service
 from rewards.domain import claim_checks
 from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
-from rewards.errors import bad_request, validation_messages
-from rewards.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
+from rewards.web.errors import bad_request, validation_messages
+from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 

@@ -5,9 +5,9 @@ from fastapi.responses import JSONResponse, Response
 
 from ingest_api.events import service
 from ingest_api.events.validation import InvalidEvents, parse_json, validate_batch, validate_event
-from rewards.errors import ApiError, bad_request
-from rewards.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
 from rewards.ports import Principal
+from rewards.web.errors import ApiError, bad_request
+from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
 from schemas.events import BatchIn, EventIn
 
 router = APIRouter(tags=["events"])

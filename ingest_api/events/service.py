@@ -7,11 +7,11 @@ import orjson
 from prometheus_client import Counter
 
 from ingest_api.events.validation import ValidEvent
-from rewards.backpressure import Backpressure
 from rewards.domain.errors import DomainError
 from rewards.domain.payouts import Rules, User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import EventLog, IngestStore, StateStore, Unavailable
+from rewards.web.backpressure import Backpressure
 from schemas.records import dump_conversions
 
 INGESTED = Counter("rewards_ingested_events_total", "Events accepted (duplicates excluded)")

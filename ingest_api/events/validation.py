@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.limits import MAX_NESTING, LimitError, parse_amount, too_deep
 from rewards.domain.timestamps import InvalidTimestamp, parse_time_ms
-from rewards.errors import validation_messages
+from rewards.web.errors import validation_messages
 from schemas.events import MAX_EVENT_BYTES, BatchIn, EventIn
 
 

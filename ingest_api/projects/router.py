@@ -4,9 +4,9 @@ from fastapi import APIRouter, Depends, Request
 
 from ingest_api.projects import service
 from rewards.domain.payout_config import InvalidConfig, PayoutConfig
-from rewards.errors import bad_request, validation_messages
-from rewards.http import backends_of, guard, json_body, request_body_doc
 from rewards.ports import Principal
+from rewards.web.errors import bad_request, validation_messages
+from rewards.web.http import backends_of, guard, json_body, request_body_doc
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

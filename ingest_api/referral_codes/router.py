@@ -7,9 +7,9 @@ from pydantic import BaseModel, ValidationError
 from ingest_api.referral_codes import service
 from ingest_api.referral_codes.schemas import CreateCodes, UpdateCode, UseCode, code_json
 from rewards.domain.timestamps import format_timestamp
-from rewards.errors import bad_request, validation_messages
-from rewards.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
 from rewards.ports import Principal
+from rewards.web.errors import bad_request, validation_messages
+from rewards.web.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 

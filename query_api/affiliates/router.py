@@ -5,12 +5,12 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from query_api.affiliates import queries
-from rewards.affiliates import affiliate_json
+from query_api.affiliates import service
+from rewards.domain.affiliates import affiliate_json
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
-from rewards.errors import bad_request
-from rewards.http import MAX_PAGE, backends_of, guard
 from rewards.ports import Principal
+from rewards.web.errors import bad_request
+from rewards.web.http import MAX_PAGE, backends_of, guard
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -101,7 +101,7 @@ async def list_affiliates(
     unknown = [t for t in tier_ids or () if config.tier(t) is None]
     if unknown:
         raise bad_request(f"tiers must be tier ids of the project configuration (unknown: {', '.join(unknown)})")
-    listing = queries.Listing(
+    listing = service.Listing(
         sort_by="r1_volume" if sort_by == "volume" else sort_by,
         descending=sort_order == "desc",
         filters=filters,
@@ -112,7 +112,7 @@ async def list_affiliates(
         offset=(page - 1) * per_page,
         limit=per_page,
     )
-    rows, total = await queries.list_affiliates(backends.warehouse, principal.project_id, listing)
+    rows, total = await service.list_affiliates(backends.warehouse, principal.project_id, listing)
     users = [row.user for row in rows]
     affiliates = await backends.state.affiliates_among(principal.project_id, users)
     codes = await backends.state.codes_of(principal.project_id, users)

@@ -4,13 +4,13 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from query_api.claim_checks import queries
+from query_api.claim_checks import service
 from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, check_json, currency_json
 from rewards.domain.limits import clamp_time_ms
 from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
-from rewards.errors import bad_request
-from rewards.http import PageParams, backends_of, guard, parse_user
 from rewards.ports import Principal
+from rewards.web.errors import bad_request
+from rewards.web.http import PageParams, backends_of, guard, parse_user
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 
@@ -29,7 +29,7 @@ async def claim_history(
     principal: Principal = Depends(guard(None, "claim_history")),
 ):
     user = parse_user(user_identifier, user_identifier_type)
-    rows, total = await queries.claim_history(
+    rows, total = await service.claim_history(
         backends_of(request).warehouse, principal.project_id, user, page.offset, page.size
     )
     results = [
@@ -40,7 +40,7 @@ async def claim_history(
     return {"results": results, "total_count": total, "next_page": page.next_page(total)}
 
 
-def fold_totals(totals: list[queries.Total], status: str | None) -> dict:
+def fold_totals(totals: list[service.Total], status: str | None) -> dict:
     """Sums per currency: `claimed`, and `unclaimed` (open + closed, or only the status asked for)."""
     wanted = STATUSES_OF[status] if status else (CLAIMED, OPEN, CLOSED)
     unclaimed_label = status if status in (OPEN, CLOSED) else UNCLAIMED
@@ -65,7 +65,7 @@ async def totals(
     principal: Principal = Depends(guard(None)),
 ):
     user = parse_user(user_identifier, user_identifier_type)
-    rows = await queries.totals(backends_of(request).warehouse, principal.project_id, user, reason)
+    rows = await service.totals(backends_of(request).warehouse, principal.project_id, user, reason)
     return fold_totals(rows, status)
 
 
@@ -91,7 +91,7 @@ async def rewards_payouts(
     user = None
     if user_identifier is not None or user_identifier_type is not None:
         user = parse_user(user_identifier, user_identifier_type)
-    where = queries.ChecksFilter(
+    where = service.ChecksFilter(
         statuses=STATUSES_OF[status] if status else None,
         user=user,
         currency_address=currency_address,
@@ -100,7 +100,7 @@ async def rewards_payouts(
     )
     if where.start_ms is not None and where.end_ms is not None and where.start_ms > where.end_ms:
         raise bad_request("from must not be after to")
-    checks, total = await queries.project_checks(
+    checks, total = await service.project_checks(
         backends_of(request).warehouse, principal.project_id, where, page.offset, page.size
     )
     return {"results": [check_json(c) for c in checks], "total_count": total, "next_page": page.next_page(total)}

@@ -4,12 +4,12 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from query_api.payouts import queries
+from query_api.payouts import service
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
-from rewards.errors import bad_request
-from rewards.http import PageParams, backends_of, guard, parse_user
 from rewards.ports import Principal
+from rewards.web.errors import bad_request
+from rewards.web.http import PageParams, backends_of, guard, parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
 
@@ -20,11 +20,11 @@ async def summary(
     currency: Literal["point"] = Query(...),
     principal: Principal = Depends(guard(None, "payouts_summary")),
 ):
-    total = await queries.project_total(backends_of(request).warehouse, principal.project_id)
+    total = await service.project_total(backends_of(request).warehouse, principal.project_id)
     return {"total_payouts": format_amount(total)}
 
 
-@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.http
+@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.web.http
 async def totals(
     request: Request,
     user_identifier: str,
@@ -33,7 +33,7 @@ async def totals(
     principal: Principal = Depends(guard(None)),
 ):
     user = parse_user(user_identifier, identifier_type or user_identifier_type)
-    by_kind = await queries.user_totals(backends_of(request).warehouse, principal.project_id, user)
+    by_kind = await service.user_totals(backends_of(request).warehouse, principal.project_id, user)
     return {
         "user_identifier": user.identifier,
         "user_identifier_type": user.identifier_type,
@@ -74,7 +74,7 @@ class LeaderboardQuery:
 
 async def _leaderboard(request: Request, principal: Principal, role: str, query: LeaderboardQuery) -> dict:
     page = query.page
-    rows, count = await queries.leaderboard(
+    rows, count = await service.leaderboard(
         backends_of(request).warehouse, principal.project_id, role, query.window, page.offset, page.size, query.user
     )
     return {

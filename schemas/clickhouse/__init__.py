@@ -3,7 +3,7 @@
 The schema is a series of numbered migrations, one file each: `NNN_name.sql` is version NNN (1, 2, 3, ... with
 no gaps). A file holds its forward statements and, optionally, after a line `-- down`, the statements that undo
 them (no such line: the migration cannot be undone; the line with nothing after it: there is nothing to undo).
-Statements are separated by `;`; lines starting with `--` are comments. rewards/migrations.py applies them in
+Statements are separated by `;`; lines starting with `--` are comments. rewards/adapters/migrations.py applies them in
 order and records each one in the warehouse's `schema_migrations` table. On a ClickHouse cluster, it runs them
 rewritten into the sharded layout of `schemas.clickhouse.layout` (the files stay as they are, one node's schema).
 """

@@ -6,16 +6,16 @@ import os
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+from rewards.adapters.embedded.sqlite_state import SqliteStateStore
+from rewards.adapters.production.redis_client import is_cluster
+from rewards.adapters.production.redis_state import open_redis_state
 from rewards.devengines.process import EngineFailed, EngineUnavailable
 from rewards.devengines.redis import start_redis
 from rewards.domain import claim_checks as cc
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
-from rewards.embedded.sqlite_db import SqliteDatabase
-from rewards.embedded.sqlite_state import SqliteStateStore
 from rewards.ports import Affiliate, IngestClaim, IngestStore, ProjectStore, ReferralStore
-from rewards.production.redis_client import is_cluster
-from rewards.production.redis_state import open_redis_state
 
 
 class Boom(Exception):

@@ -10,13 +10,13 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from rewards.adapters.production import redis_state
+from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.adapters.production.redis_state import BatchInFlight, RedisStateStore
 from rewards.domain import claim_checks as cc
 from rewards.domain.payouts import User
 from rewards.domain.referrals import InvalidReferral
 from rewards.ports import StateStore
-from rewards.production import redis_state
-from rewards.production.redis_keys import ProjectKeys
-from rewards.production.redis_state import BatchInFlight, RedisStateStore
 from tests.contract.support import (
     CLUSTER,
     Boom,

@@ -1,0 +1,64 @@
+"""What the warehouse has written, by project, kind and id: the `dedup_ids` table (schemas/clickhouse/
+004_dedup_ids.sql), the same SQL on chdb and on a ClickHouse server.
+
+Two readers: the ingest edge (`WarehouseDedupArchive`, the DedupArchive port: event ids past Redis's hot window)
+and the workers (`written_among`: every id of a delivery Redis has not marked done, and state changes).
+One query per chunk of ids (schemas.clickhouse.values.param_chunks), by primary key (project_id, kind,
+dedup_id): ClickHouse reads one 256-row granule per id at most (migration 005).
+"""
+
+from collections.abc import Iterable, Sequence
+
+from rewards.domain.timestamps import now_ms
+from rewards.ports import ArchiveUnavailable, Warehouse
+from schemas.clickhouse.values import param_chunks
+
+EVENT, CODE_USE, AFFILIATE, CODES_CREATED = "event", "code_use", "affiliate", "codes_created"
+
+WRITTEN_AMONG = """
+SELECT kind, dedup_id, max(failed) AS failed
+FROM dedup_ids
+WHERE project_id = {project_id:String} AND kind IN {kinds:Array(String)} AND dedup_id IN {ids:Array(String)}
+  AND accepted_at > fromUnixTimestamp64Milli({cutoff_ms:Int64}, 'UTC')
+GROUP BY kind, dedup_id
+"""
+
+
+async def written_among(
+    warehouse: Warehouse, project_id: str, keys: Iterable[tuple[str, str]], window_s: float
+) -> dict[tuple[str, str], str]:
+    """Those of `keys` ((kind, id) pairs) written within the last `window_s`: (kind, id) → `processed` | `failed`."""
+    keys = set(keys)
+    kinds, cutoff_ms = sorted({kind for kind, _ in keys}), now_ms() - int(window_s * 1000)
+    found: dict[tuple[str, str], str] = {}
+    for ids in param_chunks(sorted({dedup_id for _, dedup_id in keys})):  # one query per chunk
+        params = {"project_id": project_id, "kinds": kinds, "ids": ids, "cutoff_ms": cutoff_ms}
+        for row in await warehouse.query(WRITTEN_AMONG, params):
+            found[(row["kind"], row["dedup_id"])] = "failed" if int(row["failed"]) else "processed"
+    return {key: status for key, status in found.items() if key in keys}
+
+
+def row(project_id: str, kind: str, dedup_id: str, accepted_at: str, failed: bool = False) -> dict:
+    """A `dedup_ids` row (`accepted_at` as schemas.clickhouse.values.ch_datetime writes it)."""
+    return {
+        "project_id": project_id, "kind": kind, "dedup_id": dedup_id, "accepted_at": accepted_at, "failed": int(failed),
+    }  # fmt: skip
+
+
+class WarehouseDedupArchive:
+    """The DedupArchive port: event ids the warehouse holds, for Redis's ids past the hot window."""
+
+    def __init__(self, warehouse: Warehouse, *, owns_warehouse: bool = False):
+        self._warehouse = warehouse
+        self._owns = owns_warehouse
+
+    async def known_among(self, project_id: str, dedup_ids: Sequence[str], window_s: float) -> dict[str, str]:
+        try:
+            found = await written_among(self._warehouse, project_id, ((EVENT, d) for d in dedup_ids), window_s)
+        except Exception as exc:
+            raise ArchiveUnavailable(f"the dedup archive does not answer: {exc}") from exc
+        return {dedup_id: status for (_, dedup_id), status in found.items()}
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._warehouse.close()

@@ -1,0 +1,85 @@
+"""The event log on SQLite: a transactional outbox, the embedded stand-in for Kafka.
+
+`publish` inside `StateStore.ingest`/`use_code` joins their transaction, so a batch is durable on
+disk, with its dedup claim, before the response leaves. A failed insert (a full disk, an I/O error)
+raises LogUnavailable, as every EventLog does: the transaction then rolls back with the claim. The
+in-process worker is woken at once; other processes' writes are found by polling.
+"""
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Sequence
+
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+from rewards.domain.timestamps import now_ms
+from rewards.ports import Delivery, LogUnavailable
+from schemas.records import decode_message
+
+
+class SqliteOutbox:
+    def __init__(self, db: SqliteDatabase):
+        self._db = db
+        self._published = asyncio.Event()
+
+    async def publish(self, project_id: str, payload: bytes) -> None:
+        try:
+            await self._db.run(
+                lambda c: c.execute(
+                    "INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)",
+                    (project_id, payload, now_ms()),
+                )
+            )
+        except sqlite3.Error as exc:
+            raise LogUnavailable(f"writing to the outbox failed: {exc}") from exc
+        self._published.set()
+
+    async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:
+        """One delivery of up to `max_deliveries` published messages (one warehouse write for all)."""
+        self._published.clear()  # before reading, so a publish after the read still wakes us
+        deliveries = await self._db.run(lambda c: self._planned(c, max_deliveries))
+        if deliveries:
+            return deliveries
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._published.wait(), timeout_s)
+        return await self._db.run(lambda c: self._planned(c, max_deliveries))
+
+    async def backlog(self) -> int:
+        """Messages not yet written by the worker (rewards.web.backpressure). Delivered rows are deleted oldest first,
+        in ranges, so the ids left are one run: two index lookups, however long the backlog."""
+
+        def count(c: sqlite3.Connection) -> int:
+            first, last = c.execute("SELECT min(id), max(id) FROM outbox").fetchone()
+            return 0 if first is None else last - first + 1
+
+        return await self._db.run(count)
+
+    async def commit(self, deliveries: Sequence[Delivery]) -> None:
+        ranges = [_range(d.token) for d in deliveries]
+
+        def delete(c: sqlite3.Connection) -> None:
+            c.executemany("DELETE FROM outbox WHERE id BETWEEN ? AND ?", ranges)
+            c.execute("DELETE FROM outbox_plan")
+
+        await self._db.run(delete)
+
+    @staticmethod
+    def _planned(c: sqlite3.Connection, limit: int) -> list[Delivery]:
+        """The messages of the recorded plan, or of a new one: a delivery seen again after a crash holds
+        the same messages under the same token, so the warehouse writes it once."""
+        plan = c.execute("SELECT first_id, last_id FROM outbox_plan").fetchone()
+        if plan is None:
+            ids = c.execute("SELECT id FROM outbox ORDER BY id LIMIT ?", (limit,)).fetchall()
+            if not ids:
+                return []
+            plan = (ids[0]["id"], ids[-1]["id"])
+            c.execute("INSERT INTO outbox_plan (id, first_id, last_id) VALUES (1, ?, ?)", plan)
+        rows = c.execute("SELECT payload FROM outbox WHERE id BETWEEN ? AND ? ORDER BY id", tuple(plan)).fetchall()
+        records = [record for row in rows for record in decode_message(row["payload"])]
+        # AUTOINCREMENT never reuses an id, so the token stays unique after rows are deleted.
+        return [Delivery(f"outbox:{plan[0]}-{plan[1]}", records)]
+
+
+def _range(token: str) -> tuple[int, int]:
+    first, last = token.rsplit(":", 1)[1].split("-")
+    return int(first), int(last)

@@ -1,0 +1,107 @@
+"""The Redis key layout of the state store.
+
+Every key of a project starts with `rw:{<project_id>}:`: the hash tag puts all of a project's keys in
+one Redis Cluster slot, so a Lua script may touch any of them. API keys are looked up by key id alone,
+so they live outside any project's slot, as do the outbox relay's index of projects and the
+acknowledgements of key changes; a script touches one of these at a time. (tests/test_redis_cluster.py
+checks that every command the store sends keeps to one slot.)
+
+    rw:apikey:<key_id>                   hash    project_id, secret_hash (sha256 hex), scopes, created_ms, revoked_ms
+    rw:{p}:project                       hash    name, created_ms, deleted_ms
+    rw:{p}:config                        string  the payout configuration (JSON)
+    rw:{p}:affiliates                    hash    <user> → affiliate (JSON)
+    rw:{p}:code_seq                      string  creation sequence of the project's codes
+    rw:{p}:code:<CODE>                   hash    owner, created_ms, max_uses (absent: unlimited), current_uses, seq
+    rw:{p}:code_uses:<CODE>              list    uses in order, JSON {use_id, user, at, proof}
+    rw:{p}:owner_codes:<user>            zset    code → seq
+    rw:{p}:referrals                     hash    <user> → JSON {by: <referrer user>, code, at}
+    rw:{p}:dedup:<dedup_id>              string  accepted | processed | failed | pending:<token>; TTL: the claim's
+                                                 while pending, the dedup window once accepted, the hot window
+                                                 once processed or failed (never past the dedup window)
+    rw:{p}:user_events:<user>            set     event names the user has sent (TTL: the dedup window after
+                                                 the user's last event)
+    rw:{p}:idem:<Idempotency-Key>        hash    body_hash, token (while pending) or response (24 h TTL)
+    rw:{p}:claim_check:<id>              string  the ClaimCheckRecord (JSON)
+    rw:{p}:outbox                        zset    outbox entry id → due time (ms): when the relay may publish it
+    rw:{p}:outbox_records                hash    outbox entry id → the message to publish (dump_records of the
+                                                 records of one state change, written by the change's script)
+    rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
+                                                 outbox the relay reads (rewards.adapters.production.outbox_relay)
+    rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
+    rw:keys:changes                      channel key changes, published to every process (not a key)
+
+<user> is `<identifier_type>:<identifier>`; identifier types never contain a colon.
+"""
+
+from dataclasses import dataclass
+
+from rewards.domain.payouts import User
+
+PREFIX = "rw"
+
+
+def user_field(user: User) -> str:
+    return f"{user.identifier_type}:{user.identifier}"
+
+
+def parse_user_field(field: str) -> User:
+    identifier_type, identifier = field.split(":", 1)
+    return User(identifier, identifier_type)
+
+
+def api_key(key_id: str) -> str:
+    return f"{PREFIX}:apikey:{key_id}"
+
+
+def outbox_projects() -> str:
+    return f"{PREFIX}:outbox_projects"
+
+
+@dataclass(frozen=True)
+class ProjectKeys:
+    project_id: str
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((PREFIX, "{" + self.project_id + "}", *parts))
+
+    def project(self) -> str:
+        return self._key("project")
+
+    def config(self) -> str:
+        return self._key("config")
+
+    def affiliates(self) -> str:
+        return self._key("affiliates")
+
+    def code_seq(self) -> str:
+        return self._key("code_seq")
+
+    def code(self, code: str) -> str:
+        return self._key("code", code)
+
+    def code_uses(self, code: str) -> str:
+        return self._key("code_uses", code)
+
+    def owner_codes(self, owner: User) -> str:
+        return self._key("owner_codes", user_field(owner))
+
+    def referrals(self) -> str:
+        return self._key("referrals")
+
+    def dedup(self, dedup_id: str) -> str:
+        return self._key("dedup", dedup_id)
+
+    def user_events(self, user: User) -> str:
+        return self._key("user_events", user_field(user))
+
+    def idempotency(self, key: str) -> str:
+        return self._key("idem", key)
+
+    def claim_check(self, check_id: str) -> str:
+        return self._key("claim_check", check_id)
+
+    def outbox(self) -> str:
+        return self._key("outbox")
+
+    def outbox_records(self) -> str:
+        return self._key("outbox_records")

@@ -1,0 +1,65 @@
+"""`rewards serve`: the embedded default, one process serving every endpoint and running the pipeline."""
+
+import contextlib
+import fcntl
+from pathlib import Path
+
+import structlog
+import uvicorn
+from fastapi import FastAPI
+
+from ingest_api.app import ROUTERS as INGEST_ROUTERS
+from query_api.app import ROUTERS as QUERY_ROUTERS
+from rewards.app.wiring import open_embedded
+from rewards.logging import configure_logging
+from rewards.settings import Settings
+from rewards.web.http import create_app
+from stream_workers.app import running_worker
+
+log = structlog.get_logger(__name__)
+
+
+def embedded_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        backends = await open_embedded(settings)
+        app.state.backends = backends
+        try:
+            async with running_worker(backends.source, backends.state, backends.warehouse, settings):
+                log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
+                yield
+        finally:
+            await backends.close()
+            log.info("stopped")
+
+    return create_app("Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes)
+
+
+class DataDirInUse(RuntimeError):
+    pass
+
+
+def lock_data_dir(data_dir: Path):
+    """Hold the data directory for this process (released when it exits, however it exits): a second server
+    on it would fail deep inside chdb with a traceback; this says it in one line, before anything starts."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(data_dir / "serve.lock", "a")  # noqa: SIM115  # held open for the life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise DataDirInUse(f"another `rewards serve` is running on {data_dir.resolve()}") from None
+    return lock
+
+
+def serve(settings: Settings) -> None:
+    configure_logging(settings.log_level, settings.log_format)
+    lock = lock_data_dir(settings.data_dir)  # noqa: F841  # kept until the process exits
+    uvicorn.run(
+        embedded_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )

@@ -1,0 +1,31 @@
+"""The adapters an HTTP process runs with, chosen once at start-up (rewards.app.wiring) and shared by every request."""
+
+from dataclasses import dataclass
+
+from rewards.ports import AffiliateFigures, EventLog, EventSource, StateStore, Warehouse
+from rewards.settings import Settings
+from rewards.web.backpressure import Backpressure
+from rewards.web.ratelimit import RateLimiter
+
+
+@dataclass
+class Backends:
+    settings: Settings
+    state: StateStore
+    log: EventLog | None  # None in processes that never publish (the query API)
+    source: EventSource | None
+    warehouse: Warehouse | None
+    limiter: RateLimiter
+    backpressure: Backpressure | None = None  # in processes that accept events
+    figures: AffiliateFigures | None = None  # affiliates' figures so far, for the ingest edge's registrations
+
+    async def close(self) -> None:
+        close_log = getattr(self.log, "close", None)  # the embedded outbox closes with the state store
+        if close_log is not None:
+            await close_log()
+        if self.backpressure is not None:
+            await self.backpressure.close()
+        if self.warehouse is not None:
+            await self.warehouse.close()
+        await self.limiter.close()
+        await self.state.close()

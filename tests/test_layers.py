@@ -1,0 +1,79 @@
+"""Which way imports go (README "How it works", the package map): each layer imports only the layers beneath it.
+
+    schemas/            contracts: nothing of ours
+    rewards/domain      pure rules: schemas
+    rewards/ports       the engines' interfaces: domain, schemas
+    rewards/settings, rewards/logging: nothing of ours
+    rewards/adapters    the engines: ports, domain, settings, logging, schemas
+    rewards/web         HTTP plumbing shared by the two APIs: ports, domain, settings, logging, schemas
+    ingest_api, query_api, stream_workers: web (the APIs), ports, domain, settings, logging, schemas; never each other
+    rewards/app         the composition root (wiring, serve, the production apps, the CLI): anything
+
+One exception, named here: the workers read the `dedup_ids` table they write through rewards.adapters.dedup_archive.
+Imports inside functions count too."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("schemas", "rewards", "ingest_api", "query_api", "stream_workers")
+BASE = {"rewards.domain", "rewards.ports", "rewards.settings", "rewards.logging", "schemas"}
+ALLOWED = {
+    "schemas": set(),
+    "rewards.domain": {"schemas"},
+    "rewards.ports": {"rewards.domain", "schemas"},
+    "rewards.settings": set(),
+    "rewards.logging": set(),
+    "rewards.adapters": BASE,
+    "rewards.web": BASE,
+    "ingest_api": BASE | {"rewards.web"},
+    "query_api": BASE | {"rewards.web"},
+    "stream_workers": BASE | {"rewards.adapters.dedup_archive"},
+}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "rewards" and len(parts) > 1 else parts[0]
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in OURS}
+
+
+def is_allowed(target: str, allowed: set[str]) -> bool:
+    return any(target == a or target.startswith(a + ".") for a in allowed)
+
+
+def modules():
+    for package in OURS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if layer(module) in ALLOWED:
+                yield module, path
+
+
+@pytest.mark.parametrize(("module", "path"), list(modules()), ids=lambda v: v if isinstance(v, str) else "")
+def test_imports_go_down_the_layers(module, path):
+    own = layer(module)
+    wrong = sorted(
+        target
+        for target in imports_of(path)
+        if layer(target) != own and not is_allowed(target, ALLOWED[own]) and not is_allowed(layer(target), ALLOWED[own])
+    )
+    assert not wrong, f"{module} ({own}) imports {wrong}; it may import {sorted(ALLOWED[own])}"
+
+
+def test_every_package_of_rewards_is_placed():
+    """A new module under rewards/ must be put in a layer (ALLOWED) or in the composition root (rewards/app)."""
+    placed = set(ALLOWED) | {"rewards.app", "rewards.devengines", "rewards.__init__", "rewards.__main__"}
+    found = {layer(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in (ROOT / "rewards").rglob("*.py")}
+    assert found <= placed, f"not in any layer: {sorted(found - placed)}"

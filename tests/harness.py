@@ -199,3 +199,48 @@ def eventually(check, timeout_s: float = 10):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+class Gateway:
+    """One base URL for a server's services, routed as the production gateway routes (deploy/gateway.conf, generated
+    from rewards/web/routing.py): what a client with a single base URL (the published JavaScript client) is pointed
+    at. The embedded shape needs none: its one process answers every path."""
+
+    HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
+
+    def __init__(self, server: Server | ProductionServer):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        client = httpx.Client(timeout=60)
+        hop = self.HOP_HEADERS
+
+        class Forward(BaseHTTPRequestHandler):
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?", 1)[0]
+                url = server.urls[service_for(self.command, path)] + self.path
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in hop}
+                answer = client.request(self.command, url, headers=headers, content=body)
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in hop | {"content-encoding"}:
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _forward
+
+            def log_message(self, *args):  # the services log every request already
+                pass
+
+        self._client = client
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
+        Thread(target=self._http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self._client.close()

@@ -4,7 +4,8 @@ and what it resolves to is compared with what the server holds, read back over p
 
 Only the client methods that map onto endpoints of API.md §1–6 and work today are here;
 docs/fuul-sdk-7.41.0-surface.md lists every method of the client and what it sends.
-The client has one base URL, so it runs against the embedded shape (one process answers every path).
+The client has one base URL: on the embedded shape, the server's; on the production shape, a gateway routing each
+path to its service as deploy/gateway.conf does (tests.harness.Gateway).
 """
 
 from decimal import Decimal
@@ -12,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from tests.compat.driver import ensure_sdk, run_calls
-from tests.harness import Admin, Api
+from tests.harness import Admin, Api, Gateway
 
 EVM = "evm_address"
 TOKEN = {"address": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "chain_id": 1, "name": "USDC", "decimals": 6}
@@ -41,14 +42,14 @@ def who(n: int) -> dict:
 class Shop:
     """One fresh project on the embedded server, its keys, and a plain HTTP client to set things up and read back."""
 
-    def __init__(self, server):
+    def __init__(self, server, base_url: str):
         admin = Admin(server)
         self.project_id = admin.project()
         self.service_key = admin.key(self.project_id, "service_role")
         self.read_key = admin.key(self.project_id, "referral_codes:read")
         self.standard_key = admin.key(self.project_id)
         self.http = Api(server, self.service_key, self.project_id)
-        self.base_url = f"{server.url}/api/v1"  # what Fuul.init({baseApiUrl}) takes: the client appends paths only
+        self.base_url = f"{base_url}/api/v1"  # what Fuul.init({baseApiUrl}) takes: the client appends paths only
 
     def sdk(self, key: str, *calls: tuple) -> list[dict]:
         """Run `(method, *args)` calls through the client with `key`, in one node process."""
@@ -87,9 +88,21 @@ def sdk_installed():
     ensure_sdk()  # npm ci once per lock file; skips without node/npm, fails under CI=true
 
 
+@pytest.fixture(scope="module", params=["embedded", "production"])
+def base(request):
+    """A shape's server and the one base URL the client is given."""
+    server = request.getfixturevalue(f"{request.param}_server")
+    if request.param == "embedded":
+        yield server, server.url
+        return
+    gateway = Gateway(server)
+    yield server, gateway.url
+    gateway.close()
+
+
 @pytest.fixture
-def shop(embedded_server) -> Shop:
-    shop = Shop(embedded_server)
+def shop(base) -> Shop:
+    shop = Shop(*base)
     yield shop
     shop.http.close()
 
@@ -127,14 +140,18 @@ def test_referral_codes_through_the_client(shop):
     assert shop.read(f"/referral_codes/{generated[1]['code']}")["max_uses"] == 7
     assert ok(status_before) == {"referred": False}
 
-    # A use recorded by the service (the client's own useReferralCode does not work yet: see the surface doc).
-    assert shop.http.patch(f"/referral_codes/{code}/use", json=who(2)).status_code == 200
-    status, after, listed_by_reader = shop.sdk(
+    # The client's use: the user in the query string, the signature in the body (both read, API.md §7).
+    proof = {"signature": "0x" + "5" * 130, "signature_message": "I accept the referral", "chain_id": 8453}
+    (used,) = shop.sdk(shop.standard_key, ("useReferralCode", {"code": code, **who(2), **proof}))
+    assert ok(used) is None  # resolved: void
+    status, after, listed_by_reader, again = shop.sdk(
         shop.standard_key,
         ("getReferralStatus", who(2)),
         ("getReferralCode", {"code": code}),
         ("listUserReferralCodes", owner),
+        ("useReferralCode", {"code": code, **who(2), **proof}),
     )
+    assert failed(again, 409)["message"] == "User has already been referred"
     status = ok(status)
     assert status == shop.read("/referral_codes/status", **who(2))
     assert (status["referred"], status["code"], status["referrer_identifier"]) == (True, code, addr(1))
@@ -227,8 +244,9 @@ def test_claim_checks_history_and_totals_through_the_client(shop):
     assert len(checks) == 2  # base 30 USDC per swap: the trader's end-user reward is 15 USDC each
     ids = [c["id"] for c in checks]
     first = ids[:1]
-    closed = shop.http.post("/claim-checks/close", json={**who(2), "claim_check_ids": first})
-    assert closed.status_code == 200, closed.text
+    # The client sends the user in camelCase (userIdentifier, userIdentifierType); its answer is the service's.
+    (closed,) = shop.sdk(shop.service_key, ("closeClaimChecks", {**who(2), "claim_check_ids": first}))
+    assert [(c["id"], c["status"]) for c in ok(closed)] == [(first[0], "closed")]
     tx = "0x" + "ab" * 32
     claimed = shop.http.post("/claim-checks/claims", json={"hash": tx, "claimed_at": "2026-11-20T10:00:00Z",
                                                            "claim_check_ids": first})  # fmt: skip

@@ -3,14 +3,13 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from ingest_api.claim_checks import service
 from rewards.domain import claim_checks
 from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.ports import Principal
-from rewards.web.errors import bad_request, validation_messages
-from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
+from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user, request_body_doc, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 
@@ -19,9 +18,11 @@ CheckIds = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], F
 
 
 class CloseChecks(BaseModel):
+    """The user may come in camelCase (the published client's `closeClaimChecks` sends `userIdentifier`)."""
+
     model_config = ConfigDict(extra="forbid")
-    user_identifier: str
-    user_identifier_type: str
+    user_identifier: str = Field(validation_alias=AliasChoices("user_identifier", "userIdentifier"))
+    user_identifier_type: str = Field(validation_alias=AliasChoices("user_identifier_type", "userIdentifierType"))
     claim_check_ids: CheckIds
 
 
@@ -40,13 +41,6 @@ class RecordClaims(BaseModel):
             raise ValueError(str(exc)) from exc
 
 
-def _parse(model: type[BaseModel], body: bytes):
-    try:
-        return model.model_validate(json_body(body))
-    except ValidationError as exc:
-        raise bad_request(validation_messages(exc)) from exc
-
-
 CHANGE_RESPONSES = {
     404: {"description": "A claim check is not found (or, when closing, is not the user's)"},
     409: {"description": "Conflict: a check is not in a state that allows the change"},
@@ -57,7 +51,7 @@ CHANGE_RESPONSES = {
 @router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CHANGE_RESPONSES)
 async def close_checks(request: Request, principal: Principal = Depends(guard("service_role"))):
     """Moves the user's open checks to `closed`; closing a closed check again is a no-op."""
-    fields: CloseChecks = _parse(CloseChecks, await request.body())
+    fields: CloseChecks = await request_fields(request, CloseChecks)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
     checks = await service.close(backends.state, backends.log, principal.project_id, owner, fields.claim_check_ids)
@@ -68,7 +62,7 @@ async def close_checks(request: Request, principal: Principal = Depends(guard("s
 async def record_claims(request: Request, principal: Principal = Depends(guard("service_role"))):
     """Closed checks become `claimed` by a transaction; the same hash and ids again is a no-op.
     `claimed` counts the listed checks now claimed by this hash, so a retry answers as the first call."""
-    fields: RecordClaims = _parse(RecordClaims, await request.body())
+    fields: RecordClaims = await request_fields(request, RecordClaims, query=False)
     claimed_ms = fields.claimed_at if fields.claimed_at is not None else now_ms()
     backends = backends_of(request)
     claimed = await service.record_claims(

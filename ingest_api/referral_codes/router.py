@@ -2,28 +2,22 @@
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
 
 from ingest_api.referral_codes import service
 from ingest_api.referral_codes.schemas import CreateCodes, UpdateCode, UseCode, code_json
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
-from rewards.web.errors import bad_request, validation_messages
-from rewards.web.http import LOG_UNAVAILABLE, PageParams, backends_of, guard, json_body, parse_user, request_body_doc
+from rewards.web.http import (
+    LOG_UNAVAILABLE,
+    PageParams,
+    backends_of,
+    guard,
+    parse_user,
+    request_body_doc,
+    request_fields,
+)
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
-
-
-async def _fields(request: Request, model: type[BaseModel], query_allowed: bool = True):
-    """The request's fields from its JSON body, or from the query string when there is no body."""
-    body = await request.body()
-    raw = json_body(body) if body.strip() else (dict(request.query_params) if query_allowed else {})
-    if not isinstance(raw, dict):
-        raise bad_request("body must be a JSON object")
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise bad_request(validation_messages(exc)) from exc
 
 
 @router.post(
@@ -35,7 +29,7 @@ async def _fields(request: Request, model: type[BaseModel], query_allowed: bool 
 async def create_codes(
     request: Request, principal: Principal = Depends(guard("service_role", "referral_codes_create"))
 ):
-    fields: CreateCodes = await _fields(request, CreateCodes)
+    fields: CreateCodes = await request_fields(request, CreateCodes)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
     codes = await service.create_codes(
@@ -88,7 +82,7 @@ async def get_code(request: Request, code: str, principal: Principal = Depends(g
 
 @router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses=CODE_NOT_FOUND)
 async def update_code(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
-    fields: UpdateCode = await _fields(request, UpdateCode, query_allowed=False)
+    fields: UpdateCode = await request_fields(request, UpdateCode, query=False)
     record = await service.set_max_uses(backends_of(request).state, principal.project_id, code, fields.max_uses)
     return code_json(record)
 
@@ -106,7 +100,7 @@ USE_RESPONSES = {
     "/{code}/use", openapi_extra=request_body_doc(UseCode, required=False, query=True), responses=USE_RESPONSES
 )
 async def use_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
-    fields: UseCode = await _fields(request, UseCode)
+    fields: UseCode = await request_fields(request, UseCode)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
     record = await service.use_code(backends.state, backends.log, principal.project_id, code, user, fields.proof())

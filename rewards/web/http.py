@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 from prometheus_fastapi_instrumentator import Instrumentator
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel, ValidationError
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -381,6 +381,34 @@ async def _authenticate(request: Request) -> Principal:
     if principal.project_deleted:
         raise ApiError(404, "Project not found")
     return principal
+
+
+async def request_fields(request: Request, model: type[BaseModel], *, query: bool = True) -> BaseModel:
+    """The request's fields, validated by `model`, or a 400 naming every problem: its JSON body's, over those of the
+    query string when `query` (API.md §7: the published client sends a user in the query string and the rest in the
+    body; either alone works too). Query parameters the model does not name are ignored (§0)."""
+    body = await request.body()
+    raw = json_body(body) if body.strip() else {}
+    if not isinstance(raw, dict):
+        raise bad_request("body must be a JSON object")
+    if query:
+        names = _input_names(model)
+        raw = {**{k: v for k, v in request.query_params.items() if k in names}, **raw}
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise bad_request(validation_messages(exc)) from exc
+
+
+def _input_names(model: type[BaseModel]) -> set[str]:
+    """Every name a field of `model` is read under: its own, and its validation aliases."""
+    names = set()
+    for name, info in model.model_fields.items():
+        names.add(name)
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        names.update(choice for choice in choices if isinstance(choice, str))
+    return names
 
 
 def json_body(body: bytes) -> object:

@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     # Production HTTP services: a resolved API key is kept this long per process (seconds; 0: ask Redis on every
     # request). A revoked key or deleted project still reaches every process within 1 s (rewards.domain.keys.KeyCache).
     key_cache_ttl: float = Field(3.0, ge=0, le=60)
+    # Web origins whose pages may call the API from a browser (CORS; comma-separated, `*`: any). The published client
+    # runs in the page of the project's own site, sending the key in a header (no cookies), so any origin is the
+    # default; an empty value turns cross-origin calls off.
+    cors_origins: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ("*",)
 
     def require_engines(self) -> None:
         missing = [

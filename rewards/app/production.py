@@ -45,7 +45,7 @@ def production_app(title: str, routers: list[APIRouter], settings: Settings, *, 
             await state.stop_following_key_changes()
             await app.state.backends.close()
 
-    app = create_app(title, routers, lifespan, settings.max_body_bytes)
+    app = create_app(title, routers, lifespan, settings.max_body_bytes, settings.cors_origins)
     # Redis down, restarting or still loading its data (BusyLoadingError is a ConnectionError): the engine's
     # outage, not a fault of the service, as a 503 the client retries after Retry-After (API.md §0's error body).
     app.add_exception_handler(RedisConnectionError, _state_unavailable)

@@ -32,7 +32,9 @@ def embedded_app(settings: Settings) -> FastAPI:
             await backends.close()
             log.info("stopped")
 
-    return create_app("Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes)
+    return create_app(
+        "Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes, settings.cors_origins
+    )
 
 
 class DataDirInUse(RuntimeError):

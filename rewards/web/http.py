@@ -8,6 +8,7 @@ import structlog
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -58,7 +59,9 @@ register_url_convertor("any_text", AnyText())
 log = structlog.get_logger(__name__)
 
 
-def create_app(title: str, routers: list[APIRouter], lifespan, max_body_bytes: int) -> FastAPI:
+def create_app(
+    title: str, routers: list[APIRouter], lifespan, max_body_bytes: int, cors_origins: tuple[str, ...] = ()
+) -> FastAPI:
     # /docs and /redoc with their scripts and styles served from the installed fastapi-offline package (under
     # /static-offline-docs): FastAPI's own pages load them from a CDN, blank on a machine offline.
     app = FastAPIOffline(
@@ -83,6 +86,17 @@ def create_app(title: str, routers: list[APIRouter], lifespan, max_body_bytes: i
     app.add_middleware(Utf8TargetMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(UnhandledErrorMiddleware)
+    if cors_origins:
+        # A browser page of another origin (the published client in a project's site) asks first (OPTIONS) whether it
+        # may send its Authorization header: Starlette's CORS middleware answers, before anything else runs.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Fuul-Sdk-Version"],
+            expose_headers=["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining"],
+            max_age=600,
+        )
     app.add_middleware(RequestLogMiddleware)
     Instrumentator(excluded_handlers=["/metrics", "/health"]).instrument(app).expose(app, include_in_schema=False)
     return app

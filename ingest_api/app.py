@@ -5,5 +5,6 @@ from ingest_api.claim_checks.router import router as claim_checks_router
 from ingest_api.events.router import router as events_router
 from ingest_api.projects.router import router as projects_router
 from ingest_api.referral_codes.router import router as referral_codes_router
+from ingest_api.referral_codes.router import user_router
 
-ROUTERS = [events_router, referral_codes_router, projects_router, affiliates_router, claim_checks_router]
+ROUTERS = [events_router, referral_codes_router, projects_router, affiliates_router, claim_checks_router, user_router]

@@ -1,7 +1,8 @@
 """The ports: one small interface per engine role, each with an embedded and a production adapter.
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
-  one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore.
+  one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
+  TrackingStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -25,13 +26,16 @@ with `Retry-After` (`rewards.web.http`), so a client's retry of the same request
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Generic, Protocol, TypeVar
 
 from rewards.domain.affiliates import Affiliate, Figures
 from rewards.domain.claim_checks import ClaimCheck
+from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
-from rewards.domain.referrals import CodeRecord
+from rewards.domain.referrals import CodeRecord, CodeStats
+from rewards.domain.tracking import CodeTraffic
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
@@ -83,6 +87,11 @@ class ProjectStore(Protocol):
     async def resolve_key(self, api_key: str) -> Principal | None: ...
     async def get_config(self, project_id: str) -> PayoutConfig: ...
     async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...
+    async def put_claim_signer(self, project_id: str, signer: StoredSigner | None) -> None:
+        """Keep the project's claim signer (API.md §7: its address, and its key as rewards.domain.sealing sealed it),
+        apart from the configuration document; None removes it."""
+
+    async def get_claim_signer(self, project_id: str) -> StoredSigner | None: ...
 
 
 class AffiliateStore(Protocol):
@@ -120,6 +129,42 @@ class ReferralStore(Protocol):
     async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
         """Each user's referrers, nearest first, up to `depth` (stopping at the top or at a cycle), in one
         round trip; a user nobody referred gets []."""
+
+    # Affiliate codes (API.md §7): a code chosen by its owner, one per user, in the namespace of referral codes.
+
+    def create_affiliate_code(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ) -> AbstractAsyncContextManager[Change[CodeRecord]]:
+        """Create `owner`'s affiliate code `code` (rewards.domain.codes.is_affiliate_code; without limit of uses), with
+        the signature fields `proof` stored beside it. Raises CodeInUse when a code of the project has that name or
+        had it, AddressInUse when the owner has an affiliate code already. payload: its CodesCreatedRecord."""
+
+    def rename_affiliate_code(
+        self, project_id: str, owner: User, code: str, proof: dict
+    ) -> AbstractAsyncContextManager[Change[CodeRecord]]:
+        """Give `owner`'s affiliate code the name `code`: everything of it (uses, referrals, rebate rate) stays, and its
+        former names stay its own (they still find it; the warehouse's figures of the code are under all of them).
+        Raises AffiliateCodeNotFound when the owner has none, CodeInUse when another code has or had the name.
+        payload: a CodesCreatedRecord of the new name (the listing searches it), None when the name is unchanged."""
+
+    async def set_rebate_rate(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ) -> CodeRecord:
+        """Set the rebate rate of `owner`'s code `code` (any of its names); AffiliateCodeNotFound when it is not
+        the owner's. Only conversions processed after the change pay it."""
+
+    def remove_referral(
+        self, project_id: str, user: User, code: str, referrer: User
+    ) -> AbstractAsyncContextManager[Change[Referral]]:
+        """Remove `user`'s referral, which must be by `referrer` through `code` (any of its names), else
+        ReferralNotFound: the user may be referred again. The code's uses stay counted (its max_uses caps uses).
+        value: the referral removed; payload: its ReferralRemovedRecord."""
+
+    async def referrals_among(self, project_id: str, users: Sequence[User]) -> dict[User, Referral]:
+        """The referral of each of `users` who has one (their codes by their current names), in a round trip or two."""
+
+    async def rebate_rates(self, project_id: str, codes: Sequence[str]) -> dict[str, Decimal]:
+        """The rebate rate of each of `codes` (current names, as referrals_among gives them) that has one."""
 
 
 class IngestStore(Protocol):
@@ -161,8 +206,32 @@ class ClaimCheckStore(Protocol):
         the changed checks (value) and their ClaimCheckRecords (payload). An unknown id raises
         ClaimCheckNotFound; `change` may raise a conflict."""
 
+    async def get_claim_checks(self, project_id: str, ids: Sequence[str]) -> list[ClaimCheck]:
+        """The current state of each of `ids` that the project has, in their order (unknown ids are left out)."""
 
-class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, Protocol):
+
+class TrackingStore(Protocol):
+    """What the tracking events of the published client (API.md §7) remember, each for a bounded time (its TTL,
+    given by the caller): the exact repeats of the last minute, and the referral code and the user each tracking id
+    was bound to (the attribution window)."""
+
+    def first_within(self, project_id: str, key: str, window_s: float) -> AbstractAsyncContextManager[bool]:
+        """Record `key` for `window_s` unless it is recorded; the block sees whether this call recorded it (False: a
+        repeat within the window). If the block raises, the record is forgotten (what it published did not reach the
+        log), unless the exception says the publication may have gone through (`maybe_published`)."""
+
+    async def bind_code(self, project_id: str, tracking_id: str, code: str, ttl_s: float) -> None:
+        """The tracking id arrived through `code`, for `ttl_s` (a later code replaces it: the last one named wins)."""
+
+    async def bind_user(self, project_id: str, tracking_id: str, user: User, ttl_s: float) -> str | None:
+        """The tracking id is `user`'s, for `ttl_s` (a later user replaces it); returns the code it arrived through,
+        None if none (or that binding has expired)."""
+
+    async def tracked_user(self, project_id: str, tracking_id: str) -> User | None:
+        """The user the tracking id is bound to, None if none (or that binding has expired)."""
+
+
+class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, Protocol):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""
 
     async def ping(self) -> None: ...
@@ -237,6 +306,21 @@ class AffiliateFigures(Protocol):
     beside a registration (a user may have referred and earned before registering)."""
 
     async def all_time(self, project_id: str, user: User) -> Figures: ...
+
+
+class CodeTrafficFigures(Protocol):
+    """Referral codes' figures from tracking events (the warehouse's `code_traffic` views): clicks and attributions."""
+
+    async def of_codes(self, project_id: str, codes: Sequence[str]) -> dict[str, CodeTraffic]:
+        """Each code's figures so far (zeros for a code without any)."""
+
+
+class CodeFigures(Protocol):
+    """Referral and affiliate codes' figures from the warehouse (its `code_stats` view): users referred through each
+    code (less those whose referral was removed) and what its owner earned through it."""
+
+    async def of_codes(self, project_id: str, codes: Sequence[CodeRecord]) -> dict[str, CodeStats]:
+        """Each code's figures (by its current name), summed over all its names; zeros for a code without any."""
 
 
 class Warehouse(Protocol):

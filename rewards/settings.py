@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     # until the window ends. An accepted id stays in Redis until processed (the workers' lag costs nothing
     # here: the warehouse has the id before Redis starts this countdown). Capped at the window.
     dedup_hot_window: Duration = 600.0
+    # Tracking events (API.md §7): how long a tracking id stays bound to the referral code a pageview named (from
+    # its last such pageview) and to the user a connect_wallet named (from the last one). Both shapes.
+    attribution_window: Duration = 30 * 86400.0
 
     # The production shape (all three set: `rewards ingest-api | workers | query-api | migrate`)
     kafka_bootstrap_servers: str | None = _engine_url("KAFKA_BOOTSTRAP_SERVERS")
@@ -107,6 +110,14 @@ class Settings(BaseSettings):
     # runs in the page of the project's own site, sending the key in a header (no cookies), so any origin is the
     # default; an empty value turns cross-origin calls off.
     cors_origins: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ("*",)
+    # REWARDS_SECRETS_KEY: Fernet keys (comma-separated: the first seals, any opens) that encrypt secrets at rest, a
+    # project's claim signer key (rewards.domain.sealing). Unset: secrets are stored as they are. SecretStr: a repr of
+    # the settings never shows them.
+    secrets_key: Annotated[tuple[SecretStr, ...], NoDecode, BeforeValidator(_comma_separated)] = ()
+
+    @property
+    def secrets_keys(self) -> tuple[str, ...]:
+        return tuple(key.get_secret_value() for key in self.secrets_key)
 
     def require_engines(self) -> None:
         missing = [

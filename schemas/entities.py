@@ -239,4 +239,51 @@ CLAIM_CHECK = Entity(
     ),
 )
 
-ENTITIES = (CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK)
+# A tracking event of the published client (API.md §7: a pageview, a connect_wallet, or another name that does not
+# pay): no dedup id, its user only when the request names one (else ''), the time the service received it.
+TRACKING_EVENT = Entity(
+    "tracking_event",
+    "TrackingEventRecord",
+    table="tracking_events",
+    doc="A tracking event of the published client (API.md §7): a pageview, a connect_wallet, or another name that "
+    "does not pay.",
+    fields=(
+        PROJECT_ID,
+        Field("id", str),  # the service's id of the request
+        Field("name", str),
+        Field("tracking_id", str),  # metadata.tracking_id: the browser's id
+        Field("user_identifier", str, default="", user="user"),
+        Field("user_identifier_type", str, LOW_CARDINALITY, default="", user="user"),
+        # The referral code the event counts for ('' none): the code a pageview names (a click), the code whose
+        # use a connect_wallet made (an attribution).
+        Field("code", str, default=""),
+        time_ms("received_ms", "received_at"),
+        document("args"),
+        document("metadata"),
+        optional_text("signature"),
+        optional_text("signature_message"),
+        optional_text("signature_public_key"),
+        Field("account_chain_id", int | None, "Nullable(Int64)", default=None),
+    ),
+)
+
+# A user's referral removed (API.md §7 `deleteReferral`): the user may be referred again; what was paid stays. The
+# warehouse counts it out of the referrer's and the code's referred users (schemas/clickhouse/007_*.sql).
+REFERRAL_REMOVAL = Entity(
+    "referral_removed",
+    "ReferralRemovedRecord",
+    table="referral_removals",
+    doc="A user's referral removed (API.md §7 deleteReferral): the user may be referred again; payouts made stay.",
+    fields=(
+        PROJECT_ID,
+        Field("id", str),  # the removal's own id
+        Field("use_id", str),  # the code use that made the referral ('' if the state store does not know it)
+        Field("code", str),  # the code the referral was through (one of its names)
+        *user("referrer"),
+        *user("user"),
+        time_ms("referred_at_ms", "referred_at"),  # when the referral was made (the referrals row's referred_at)
+        time_ms("removed_at_ms", "removed_at"),
+    ),
+)
+
+ENTITIES = (CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK, TRACKING_EVENT, REFERRAL_REMOVAL)

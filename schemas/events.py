@@ -1,7 +1,10 @@
-"""Conversion events as clients send them (API.md §3): the shape of a request's body. The ingest edge validates
-them (ingest_api.events.validation) into the records of schemas.records."""
+"""Conversion events as clients send them (API.md §3), and the published client's tracking events (§7): the shape
+of a request's body. The ingest edge validates them (ingest_api.events.validation) into the records of
+schemas.records."""
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_EVENTS_PER_BATCH = 100
 MAX_EVENT_BYTES = 16 * 1024
@@ -31,3 +34,55 @@ class EventIn(BaseModel):
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     events: list[EventIn] = Field(min_length=1, max_length=MAX_EVENTS_PER_BATCH)
+
+
+# -- tracking events of the published client (API.md §7) ------------------------------------------------------------
+#
+# `sendPageview`, `identifyUser` and `sendEvent` of @fuul/sdk 7.41.0 post a `FuulEvent` to POST /events without a
+# dedup_id (docs/fuul-sdk-7.41.0-surface.md, G2). The same bounds as an event's (16 KiB, 32 levels of nesting) hold.
+
+MAX_TRACKING_ID = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class FuulEventMetadata(BaseModel):
+    """The client's `FuulEventMetadata`: its fields typed, any other kept as sent (metadata is free-form)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    tracking_id: str = Field(min_length=1, max_length=MAX_TRACKING_ID)
+    affiliate_id: str | None = Field(None, max_length=255)
+    referrer: str | None = Field(None, max_length=255)
+    referrer_url: str | None = Field(None, max_length=4096)
+    project_id: str | None = Field(None, max_length=255)
+    source: str | None = Field(None, max_length=1024)
+    category: str | None = Field(None, max_length=1024)
+    title: str | None = Field(None, max_length=1024)
+    tag: str | None = Field(None, max_length=1024)
+
+    @field_validator("tracking_id")
+    @classmethod
+    def _printable(cls, tracking_id: str) -> str:
+        if _CONTROL.search(tracking_id):
+            raise ValueError("must not contain control characters")
+        return tracking_id
+
+
+class FuulEvent(BaseModel):
+    """A tracking event as the client sends it (no dedup_id). Its user: `user`, or §3's `user_identifier` and
+    `user_identifier_type`, or `user_address` (an EVM address); none for a pageview or `sendEvent`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    user: NestedUser | None = None
+    user_identifier: str | None = None
+    user_identifier_type: str | None = None
+    user_address: str | None = Field(None, max_length=255)
+    signature: str | None = Field(None, max_length=1024)
+    signature_message: str | None = Field(None, max_length=4096)
+    signature_public_key: str | None = Field(None, max_length=1024)
+    account_chain_id: int | None = Field(None, ge=0, le=2**63 - 1)
+    args: dict | None = None
+    metadata: FuulEventMetadata
+    project_id: str | None = Field(None, max_length=255)  # the multi-project form: must be the key's project

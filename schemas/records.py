@@ -11,7 +11,17 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 
-from schemas.entities import AFFILIATE, CLAIM_CHECK, CODE_USE, CODES_CREATED, CONVERSION, Entity, compiled
+from schemas.entities import (
+    AFFILIATE,
+    CLAIM_CHECK,
+    CODE_USE,
+    CODES_CREATED,
+    CONVERSION,
+    REFERRAL_REMOVAL,
+    TRACKING_EVENT,
+    Entity,
+    compiled,
+)
 
 
 def _record_model(entity: Entity) -> type[BaseModel]:
@@ -28,9 +38,19 @@ CodeUseRecord = _record_model(CODE_USE)
 CodesCreatedRecord = _record_model(CODES_CREATED)
 AffiliateRecord = _record_model(AFFILIATE)
 ClaimCheckRecord = _record_model(CLAIM_CHECK)
+TrackingEventRecord = _record_model(TRACKING_EVENT)
+ReferralRemovedRecord = _record_model(REFERRAL_REMOVAL)
 
 
-AnyRecord = ConversionRecord | CodeUseRecord | CodesCreatedRecord | AffiliateRecord | ClaimCheckRecord
+AnyRecord = (
+    ConversionRecord
+    | CodeUseRecord
+    | CodesCreatedRecord
+    | AffiliateRecord
+    | ClaimCheckRecord
+    | TrackingEventRecord
+    | ReferralRemovedRecord
+)
 Record = Annotated[AnyRecord, Field(discriminator="type")]
 _records = TypeAdapter(list[Record])
 _record = TypeAdapter(Record)

@@ -9,7 +9,7 @@ hot window only, and may lose its last second in a crash): each delivery's last 
 (rewards.adapters.dedup_archive), and the ids of a delivery that the state store has not marked done are looked up there
 first; those found were written whole by an earlier delivery and are dropped. A code use is refused (set aside)
 when the warehouse already holds a referral of its user or as many uses of its code as the `max_uses` it was
-used under: a use Redis forgot cannot make room for one more.
+used under: a use Redis forgot cannot make room for one more. (A referral removed since, API.md §7, is not one.)
 
 One bad record never holds up the others: each record's rows are computed on their own, and a record
 that cannot be read or computed (computing is pure, so such a failure would repeat forever) becomes a
@@ -18,7 +18,8 @@ store, inserting) fail the whole delivery, which is retried.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 import structlog
 from prometheus_client import Counter
@@ -39,6 +40,8 @@ from schemas.records import (
     CodesCreatedRecord,
     CodeUseRecord,
     ConversionRecord,
+    ReferralRemovedRecord,
+    TrackingEventRecord,
     Undecodable,
 )
 from stream_workers import rows
@@ -49,7 +52,7 @@ DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside a
 # dedup_ids last: an id found there means every row of its record was written.
 TABLES = (
     "conversions", "payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates", "claim_checks",
-    "dead_letters", "dedup_ids",
+    "tracking_events", "referral_removals", "dead_letters", "dedup_ids",
 )  # fmt: skip
 DEFAULT_WINDOW_S = 35 * 86400.0
 
@@ -79,6 +82,8 @@ class _Project:
     chains: dict[User, list[User]]  # the referrers of the users whose conversions pay
     tiers: dict[User, str | None]  # the tier of each level-1 referrer among them
     referrals: _Referrals = field(default_factory=_Referrals)
+    codes: dict[User, str] = field(default_factory=dict)  # the code each referred user among them was referred through
+    rebates: dict[str, Decimal] = field(default_factory=dict)  # the rebate rates of those codes that have one
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ def _written_key(record) -> tuple[str, str] | None:
         return dedup_archive.AFFILIATE, record.id
     if isinstance(record, CodesCreatedRecord) and record.codes:
         return dedup_archive.CODES_CREATED, record.codes[0]
+    if isinstance(record, ReferralRemovedRecord):
+        return dedup_archive.REFERRAL_REMOVED, record.id
     return None  # claim checks: snapshots, the warehouse keeps the latest version of each
 
 
@@ -259,8 +266,13 @@ async def _projects_of(records: list, state: StateStore, warehouse: Warehouse) -
         chains = await state.referrer_chains(project_id, list(paying[project_id]), engine.MAX_LEVELS)
         affiliates = await state.affiliates_among(project_id, list({chain[0] for chain in chains.values() if chain}))
         tiers = {user: a.tier for user, a in affiliates.items()}
+        # The code each referred user came through: its payouts carry it, and its rebate rate splits the commission.
+        referred = await state.referrals_among(project_id, [user for user, chain in chains.items() if chain])
+        codes = {user: referral.code for user, referral in referred.items()}
+        rebates = await state.rebate_rates(project_id, list(dict.fromkeys(codes.values())))
         uses = [r for r in records if isinstance(r, CodeUseRecord) and r.project_id == project_id]
-        projects[project_id] = _Project(rules, chains, tiers, await _referrals_of(warehouse, project_id, uses))
+        referrals = await _referrals_of(warehouse, project_id, uses)
+        projects[project_id] = _Project(rules, chains, tiers, referrals, codes, rebates)
     return projects
 
 
@@ -281,7 +293,15 @@ WHERE project_id = {project:String} AND referrer_identifier_type IN {owner_types
 GROUP BY code
 """
 REFERRALS_OF_USERS = """
-SELECT DISTINCT user_identifier_type AS user_type, user_identifier AS user_id, use_id FROM referrals
+SELECT DISTINCT user_identifier_type AS user_type, user_identifier AS user_id, use_id, toString(referred_at) AS at
+FROM referrals
+WHERE project_id = {project:String} AND user_identifier IN {users:Array(String)}
+"""
+# A referral removed since (API.md §7 deleteReferral) is not one: its user may be referred again. Asked only about
+# users the warehouse holds a referral of (rare: the state store refuses their uses unless the referral was removed).
+REMOVALS_OF_USERS = """
+SELECT DISTINCT user_identifier_type AS user_type, user_identifier AS user_id, toString(referred_at) AS at
+FROM referral_removals
 WHERE project_id = {project:String} AND user_identifier IN {users:Array(String)}
 """
 
@@ -306,10 +326,17 @@ async def _referrals_of(warehouse: Warehouse, project_id: str, uses: list[CodeUs
         for row in await warehouse.query(OWN_USES_OF_CODES, params):
             counts[row["code"]] -= int(row["n"])
     users = {User(u.user_identifier, u.user_identifier_type) for u in uses}
-    referred = set()
+    held: list[dict] = []  # the referrals the warehouse holds of these users, but this delivery's own
     for chunk in param_chunks(sorted({u.user_identifier for u in uses})):
         found = await warehouse.query(REFERRALS_OF_USERS, {"project": project_id, "users": chunk})
-        referred |= {User(r["user_id"], r["user_type"]) for r in found if r["use_id"] not in own}
+        held += [r for r in found if r["use_id"] not in own]
+    removed: set[tuple[str, str, str]] = set()
+    for chunk in param_chunks(sorted({r["user_id"] for r in held})):
+        found = await warehouse.query(REMOVALS_OF_USERS, {"project": project_id, "users": chunk})
+        removed |= {(r["user_type"], r["user_id"], r["at"]) for r in found}
+    referred = {
+        User(r["user_id"], r["user_type"]) for r in held if (r["user_type"], r["user_id"], r["at"]) not in removed
+    }
     if negative := {code: n for code, n in counts.items() if n < 0}:  # two workers wrote this delivery at once
         log.warning("more of a delivery's own uses found than referrals of their codes", codes=negative)
     return _Referrals(uses={code: n for code, n in counts.items() if n > 0}, referred=referred & users)
@@ -339,6 +366,9 @@ def _add(record, project: _Project, writes: _Writes, created: int) -> None:
         check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
         conversion = rows.conversion_row(record)
         source = rows.conversion_source(record)
+        code = project.codes.get(User(record.user_identifier, record.user_identifier_type))
+        if code is not None:
+            source = replace(source, code=code)
         payouts, volumes = _conversion_effects(record, project)
         payout_rows, checks = _payout_rows(source, payouts, created)
         volume_rows = rows.volume_rows(source, volumes)
@@ -356,6 +386,14 @@ def _add(record, project: _Project, writes: _Writes, created: int) -> None:
         written = _written_row(record)
         _count_use(record, referred, project.referrals)  # last: it counts the use in
         writes.rows["referrals"].append(referral)
+    elif isinstance(record, ReferralRemovedRecord):
+        removal = rows.referral_removal_row(record)
+        written = _written_row(record)
+        # A use of the same user later in the delivery is not refused for the referral removed (it is not one).
+        project.referrals.referred.discard(User(record.user_identifier, record.user_identifier_type))
+        writes.rows["referral_removals"].append(removal)
+        writes.rows["dedup_ids"].append(written)
+        return
     else:
         table, new_rows = _state_rows(record)
         written = _written_row(record) if _written_key(record) is not None else None
@@ -373,13 +411,16 @@ def _add(record, project: _Project, writes: _Writes, created: int) -> None:
 
 
 def _state_rows(record) -> tuple[str, list[dict]]:
-    """The rows of a record of a state change (codes created, an affiliate, a claim check's new state)."""
+    """The rows of a record of a state change (codes created, an affiliate, a claim check's new state) or of a
+    tracking event (API.md §7: stored, pays nothing; its clicks and attributions are the views' figures)."""
     if isinstance(record, CodesCreatedRecord):
         return "referral_codes", rows.code_rows(record)
     if isinstance(record, AffiliateRecord):
         return "affiliates", [rows.affiliate_row(record)]
     if isinstance(record, ClaimCheckRecord):
         return "claim_checks", [rows.claim_check_record_row(record)]
+    if isinstance(record, TrackingEventRecord):
+        return "tracking_events", [rows.tracking_event_row(record)]
     raise TypeError(f"not a record of schemas.records: {type(record).__name__}")
 
 
@@ -417,4 +458,6 @@ def _conversion_effects(record: ConversionRecord, project: _Project) -> tuple[li
     user = User(record.user_identifier, record.user_identifier_type)
     chain = project.chains.get(user, [])
     l1_tier = project.tiers.get(chain[0]) if chain else None
-    return project.rules.effects(engine.Conversion(record.name, user, record.timestamp_ms, record.args), chain, l1_tier)
+    rebate = project.rebates.get(project.codes[user]) if chain and user in project.codes else None
+    conversion = engine.Conversion(record.name, user, record.timestamp_ms, record.args)
+    return project.rules.effects(conversion, chain, l1_tier, rebate)

@@ -1,7 +1,7 @@
 """Log records to warehouse rows: pure functions over the payout engine's results.
 
 A record's own row is derived from its entity's declaration (schemas/entities.py): conversion_row, referral_row,
-code_rows, affiliate_row and claim_check_record_row."""
+code_rows, affiliate_row, claim_check_record_row and tracking_event_row."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,8 +20,10 @@ from schemas.entities import (
     CONVERSION,
     DOCUMENT,
     EACH,
+    REFERRAL_REMOVAL,
     REQUIRED,
     TIME,
+    TRACKING_EVENT,
     Entity,
     Field,
     compiled,
@@ -37,6 +39,9 @@ class PayoutSource:
     source_id: str  # the event's dedup_id, or the code use's id
     source_type: str  # "conversion" | "code_use"
     happened_at_ms: int
+    # The referral code the payouts go through ('' none): the code of the converting user's referral, or the code used
+    # (the warehouse sums an owner's earnings per code from it: schemas/clickhouse/007_*.sql).
+    code: str = ""
 
 
 def _column_value(field: Field) -> str:
@@ -65,6 +70,8 @@ referral_row = _rows_of(CODE_USE, "referral_row")
 code_rows = _rows_of(CODES_CREATED, "code_rows")
 affiliate_row = _rows_of(AFFILIATE, "affiliate_row")
 claim_check_record_row = _rows_of(CLAIM_CHECK, "claim_check_record_row")
+tracking_event_row = _rows_of(TRACKING_EVENT, "tracking_event_row")
+referral_removal_row = _rows_of(REFERRAL_REMOVAL, "referral_removal_row")
 
 
 def conversion_source(record: ConversionRecord) -> PayoutSource:
@@ -72,7 +79,7 @@ def conversion_source(record: ConversionRecord) -> PayoutSource:
 
 
 def code_use_source(record: CodeUseRecord) -> PayoutSource:
-    return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms)
+    return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms, record.code)
 
 
 def payout_id(source: PayoutSource, index: int | str) -> str:
@@ -89,6 +96,7 @@ def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int)
         "source_type": source.source_type,
         "happened_at": ch_datetime(source.happened_at_ms),
         "created_at": ch_datetime(created_at_ms),
+        "code": source.code,
     }
     prefix = payout_id(source, "")
     return [

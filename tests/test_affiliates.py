@@ -8,7 +8,7 @@ from rewards.domain.timestamps import now_ms
 from tests.conftest import evm
 from tests.harness import eventually
 from tests.test_auth import error_of
-from tests.test_payouts import CONFIG, purchase
+from tests.test_payouts import CONFIG, purchase, totals
 from tests.test_referral_codes import create, user
 
 DAY_MS = 86_400_000
@@ -212,3 +212,178 @@ def test_service_role_only_and_projects_apart(api, make_api, admin):
 
 def _assert_names(api, expected: list[str]) -> None:
     assert names(api) == expected
+
+
+# -- affiliate codes (API.md §7): the published client's form of POST /affiliates, updates, rebates, reads ---------
+
+
+def create_code(api, n: int, code: str, **fields):
+    body = {"address": evm(n), "identifier_type": "evm_address", "name": code, "code": code, **fields}
+    return api.post("/affiliates", json=body)
+
+
+def info(api, n: int) -> dict:
+    response = api.get(f"/affiliates/{evm(n)}", params={"identifier_type": "evm_address"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_create_affiliate_code_registers_the_affiliate(api, make_api):
+    created = create_code(api, A, "Alice_1", signature="0x" + "5" * 130, account_chain_id=8453, user_rebate_rate=0.1)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert (body["id"], body["name"], body["code"], body["user_identifier"], body["user_identifier_type"]) == (
+        f"evm_address:{evm(A)}", "Alice_1", "ALICE_1", evm(A), "evm_address")  # fmt: skip
+    assert (body["region"], body["rebate_rate"]) == ("", 0.1) and body["updated_at"].endswith("Z")
+    assert error_of(register(api, A), 409)  # registered by it (API.md §4's registration says so)
+    assert error_of(create_code(api, A, "another"), 409) == "Address in use"  # one affiliate code per user
+    assert error_of(create_code(api, B, "alice_1"), 409) == "Code in use"  # case-insensitive
+    generated = create(api, owner=user(C), quantity=1)[0]["code"]
+    assert error_of(create_code(api, B, generated.lower()), 409) == "Code in use"  # one namespace with referral codes
+    record = api.get("/referral_codes/alice_1").json()  # usable everywhere a referral code is
+    assert (record["code"], record["max_uses"], record["available"], record["rebate_rate"]) == (
+        "ALICE_1",
+        None,
+        True,
+        0.1,
+    )
+    assert (record["clicks"], record["total_users"], record["total_earnings"]) == (0, 0, 0)
+    assert api.patch("/referral_codes/ALICE_1/use", json=user(D)).status_code == 200
+    assert api.get("/referral_codes/status", params=user(D)).json()["code"] == "ALICE_1"
+    assert error_of(create_code(make_api(), E, "standard"), 403)  # a write: service_role
+
+
+def test_the_two_forms_of_post_affiliates_are_told_apart_by_their_fields(api):
+    # API.md §4's form is unchanged: a body naming user_identifier is a registration, whatever else it holds.
+    assert error_of(register(api, A, code="x"), 400) == "property code should not exist"
+    assert error_of(api.post("/affiliates", json={}), 400) == [
+        "user_identifier is required",
+        "user_identifier_type is required",
+    ]
+    # The client's: every problem in a message array (the client's ValidationError), even one.
+    assert error_of(create_code(api, A, "ab"), 400) == ["code must be 3 to 32 characters of A-Z, a-z, 0-9, _ and -"]
+    for bad in ("a b c", "x" * 33, "ſab", "abc\n"):
+        assert isinstance(error_of(create_code(api, A, bad), 400), list)
+    for rate in (1.5, -0.1, "x", "0.1e1", True):
+        [message] = error_of(create_code(api, A, "rated", user_rebate_rate=rate), 400)
+        assert message.startswith("user_rebate_rate must be a number from 0 to 1"), message
+    assert error_of(api.post("/affiliates", json={"code": "nobody"}), 400) == [
+        "address is required", "identifier_type is required"]  # fmt: skip
+    assert error_of(create_code(api, A, "okay", identifier_type="fax"), 400)[0].startswith(
+        "identifier_type must be one of"
+    )
+    bad_address = {"address": "0x12", "identifier_type": "evm_address", "code": "okay"}
+    assert error_of(api.post("/affiliates", json=bad_address), 400) == ["address is not a valid evm_address"]
+    assert api.get("/referral_codes/okay").status_code == 404  # nothing was made
+    assert api.get(f"/affiliates/{evm(A)}", params={"identifier_type": "evm_address"}).status_code == 404
+
+
+def test_code_free_and_available(api, make_api):
+    reader = make_api()  # any key of the project
+    assert create_code(api, A, "taken").status_code == 201
+    [generated] = create(api, owner=user(B), quantity=1, max_uses=1)
+    free = {
+        text: reader.get(f"/affiliates/codes/{text}").json()
+        for text in ("taken", "TAKEN", "new_one", "ab", generated["code"])
+    }
+    assert free == {
+        "taken": {"free": False}, "TAKEN": {"free": False}, "new_one": {"free": True}, "ab": {"free": False},
+        generated["code"]: {"free": False},
+    }  # fmt: skip
+
+    def available(text: str) -> bool:
+        response = reader.get(f"/affiliates/codes/{text}/availability")
+        assert response.status_code == 200, response.text
+        return response.json()["available"]
+
+    assert available("taken") and available(generated["code"].lower()) and not available("nothing")
+    assert api.patch(f"/referral_codes/{generated['code']}/use", json=user(C)).status_code == 200
+    assert not available(generated["code"])  # its max_uses reached
+    assert api.patch("/referral_codes/taken", json={"max_uses": 0}).status_code == 200  # disabled
+    assert not available("taken")
+
+
+def test_affiliate_info_codes_and_figures(api, make_api):
+    api.put("/projects/config", json=CONFIG)
+    reader = make_api()
+    assert reader.get(f"/affiliates/{evm(A)}", params={"identifier_type": "evm_address"}).status_code == 404
+    assert create_code(api, A, "alice").status_code == 201
+    [generated] = create(api, owner=user(A), quantity=1)  # newer: listed after
+    assert api.patch("/referral_codes/alice/use", json=user(B)).status_code == 200
+    assert api.post("/events/batch", json={"events": [purchase("p", B, "100")]}).json() == {"ingested_events": 1}
+    api.wait_processed("p")
+
+    def figured() -> dict:
+        body = info(reader, A)
+        # 50 referral reward + 10 commission (r1 0.1 of 100) through ALICE; B counted once
+        assert [(c["code"], c["uses"], c["total_users"], c["total_earnings"]) for c in body["codes"]] == [
+            ("ALICE", 1, 1, 60), (generated["code"], 0, 0, 0)]  # fmt: skip
+        return body
+
+    body = eventually(figured)
+    assert (body["id"], body["name"], body["user_identifier"], body["user_identifier_type"], body["region"]) == (
+        f"evm_address:{evm(A)}", "alice", evm(A), "evm_address", "")  # fmt: skip
+    assert body["current_tier"] == {"id": "base", "name": "Base", "slug": "base", "rank": 1}
+    first = body["codes"][0]
+    assert (first["clicks"], first["rebate_rate"], first["created_at"].endswith("Z")) == (0, None, True)
+    assert body["updated_at"] >= first["created_at"]
+    assert error_of(reader.get(f"/affiliates/{evm(A)}", params={"identifier_type": "fax"}), 400)
+    assert error_of(reader.get(f"/affiliates/{evm(C)}", params={"identifier_type": "evm_address"}), 404)
+    assert register(api, C).status_code == 201  # an affiliate of API.md §4 without codes
+    assert info(reader, C)["codes"] == [] and info(reader, C)["name"] == ""
+
+
+def test_update_affiliate_code_renames_it_keeping_its_figures(api):
+    api.put("/projects/config", json=CONFIG)
+    assert create_code(api, A, "before").status_code == 201
+    assert api.patch("/referral_codes/before/use", json=user(B)).status_code == 200
+    update = {"code": "After", "user_identifier": evm(A), "identifier_type": "evm_address", "signature": "0xsig"}
+    renamed = api.post(f"/affiliates/{evm(A)}", json=update)
+    assert renamed.status_code == 200, renamed.text
+    assert (renamed.json()["code"], renamed.json()["id"]) == ("AFTER", f"evm_address:{evm(A)}")
+    assert api.post("/events/batch", json={"events": [purchase("p", B, "100")]}).json() == {"ingested_events": 1}
+    api.wait_processed("p")
+
+    def kept() -> None:  # the referral before the rename and the purchase after it: the same code's
+        [code] = info(api, A)["codes"]
+        assert (code["code"], code["uses"], code["total_users"], code["total_earnings"]) == ("AFTER", 1, 1, 60)
+
+    eventually(kept)
+    assert api.get("/referral_codes/before").json()["code"] == "AFTER"  # the former name finds it, and stays its own
+    assert api.get("/affiliates/codes/before").json() == {"free": False}
+    assert error_of(create_code(api, C, "before"), 409) == "Code in use"
+    assert create_code(api, C, "carol").status_code == 201
+    assert error_of(api.post(f"/affiliates/{evm(A)}", json={**update, "code": "CAROL"}), 409) == "Code in use"
+    assert error_of(api.post(f"/affiliates/{evm(D)}", json={**update, "code": "dave"}), 404)  # no affiliate code
+    assert error_of(api.post(f"/affiliates/{evm(A)}", json={**update, "code": "a"}), 400) == [
+        "code must be 3 to 32 characters of A-Z, a-z, 0-9, _ and -"]  # fmt: skip
+    assert error_of(api.post(f"/affiliates/{evm(A)}", json={"code": "fine"}), 400) == ["identifier_type is required"]
+
+
+def test_rebate_rate_splits_the_level_1_commission(api):
+    api.put("/projects/config", json=CONFIG)
+    assert create_code(api, A, "rebate").status_code == 201
+    body = {"identifier_type": "evm_address", "code": "REBATE", "signature": "0xsig", "rebate_rate": 0.25}
+    changed = api.post(f"/affiliates/{evm(A)}/rebate-rate", json=body)
+    assert changed.status_code == 200 and changed.json() == {"code": "REBATE", "rebate_rate": 0.25}
+    assert api.patch("/referral_codes/rebate/use", json=user(B)).status_code == 200
+    assert api.post("/events/batch", json={"events": [purchase("p", B, "100")]}).json() == {"ingested_events": 1}
+    api.wait_processed("p")
+    # r1 0.1 of 100 is 10: 7.5 to A (its commission), 2.5 to B (its rebate); referral rewards 50 and 10
+    a, b = totals(api, A), totals(api, B)
+    assert (a["by_kind"]["affiliate_commission"], a["by_kind"]["rebate"], a["total_points"]) == ("7.5", "0", "57.5")
+    assert (b["by_kind"]["rebate"], b["by_kind"]["end_user_reward"], b["total_points"]) == ("2.5", "10", "22.5")
+    users_board = api.get("/payouts/leaderboard/users", params={**user(B)}).json()["results"]
+    assert [(r["total_amount"], r["total_attributions"]) for r in users_board] == [("22.5", 3)]  # earned as a user
+    assert api.get("/payouts/leaderboard/payouts", params=user(A)).json()["results"][0]["total_amount"] == "57.5"
+    eventually(lambda: _earned(api, A, 57.5))  # the code's earnings: what A kept
+    for wrong in (2, -1, "x", None):
+        assert isinstance(
+            error_of(api.post(f"/affiliates/{evm(A)}/rebate-rate", json={**body, "rebate_rate": wrong}), 400), list
+        )
+    assert error_of(api.post(f"/affiliates/{evm(B)}/rebate-rate", json=body), 404)  # not B's code
+    assert api.get("/referral_codes/rebate").json()["rebate_rate"] == 0.25
+
+
+def _earned(api, n: int, expected) -> None:
+    assert [c["total_earnings"] for c in info(api, n)["codes"]] == [expected]

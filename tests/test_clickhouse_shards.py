@@ -38,9 +38,13 @@ from schemas.clickhouse.layout import LOCAL, Layout, LayoutError, Placed
 from schemas.records import decode_message
 from stream_workers import processor
 from tests.test_migrations import (
+    AFTER,
     ALICE,
+    ALL,
     BOB,
     CAROL,
+    NEXT,
+    SHIPPED,
     T0,
     WRITTEN_BEFORE,
     by_kind,
@@ -264,7 +268,8 @@ def test_the_replicated_ddl_of_every_migration():
         if statement.startswith("INSERT") and READS.search(statement):
             (insert,) = generated
             assert "SETTINGS parallel_distributed_insert_select = 2" in insert.sql
-    assert reviewed == {"tables": 20, "views": 14}  # 17 tables of 001-004, 005's (up and down) and the log's
+    # 17 tables of 001-004, 005's (up and down), 006's 3, 007's 2 and the log's
+    assert reviewed == {"tables": 25, "views": 21}
 
 
 # -- on a 2-shard cluster --------------------------------------------------------------------------------------
@@ -398,7 +403,7 @@ async def answers(warehouse, project: str) -> dict:
 @pytest.mark.cluster
 async def test_the_migrations_make_every_table_on_every_node(sharded, cluster_settings):
     run = await migrations.migrate(sharded)
-    assert run.summary() == {"version": 5, "adopted": [], "applied": [1, 2, 3, 4, 5], "reverted": []}
+    assert run.summary() == {"version": SHIPPED, "adopted": [], "applied": ALL, "reverted": []}
     tables = SHARDED.tables(declared()).keys() - {"dedup_ids_next"}
     views = {re.match(r"CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)", s)[1] for s in schema.statements()
              if s.startswith("CREATE MATERIALIZED VIEW")}  # fmt: skip
@@ -409,7 +414,7 @@ async def test_the_migrations_make_every_table_on_every_node(sharded, cluster_se
         assert engines["claim_checks_local"] == "ReplacingMergeTree" and engines["payouts_local"] == "MergeTree"
         assert {name for name in engines if name.endswith(LOCAL)} == {f"{name}{LOCAL}" for name in tables}
     status = await migrations.status(sharded)
-    assert (status["version"], status["pending"], status["problems"]) == (5, [], [])
+    assert (status["version"], status["pending"], status["problems"]) == (SHIPPED, [], [])
     assert (await migrations.migrate(sharded)).steps == []
 
     one_node = await ClickHouseWarehouse.connect(cluster_settings.clickhouse_url)  # the cluster forgotten
@@ -437,7 +442,7 @@ def test_rewards_migrate_makes_the_sharded_warehouse(cluster_settings, kafka_url
            "KAFKA_BOOTSTRAP_SERVERS": kafka_url, "REDIS_URL": redis_url}  # fmt: skip
     first = CliRunner().invoke(app, ["migrate"], env=env)
     assert first.exit_code == 0, first.stderr
-    assert json.loads(first.stdout)["migrations"]["applied"] == [1, 2, 3, 4, 5]
+    assert json.loads(first.stdout)["migrations"]["applied"] == ALL
     for url in cluster_settings.clickhouse_nodes:
         node = connect(url.rsplit("/", 1)[0])
         engines = node.query(
@@ -502,11 +507,11 @@ async def test_a_delivery_written_again_counts_once_on_every_shard(sharded, stat
 
 @pytest.mark.cluster
 async def test_backfills_exchange_and_down_steps_run_shard_by_shard(sharded, state, tmp_path):
-    later = schema.load_migrations(migrations_dir(tmp_path))  # 1-5, and 006 (a view, backfilled) and 007 (a column)
+    later = schema.load_migrations(migrations_dir(tmp_path))  # as shipped, NEXT (a view, backfilled), AFTER (a column)
     await migrations.migrate(sharded, target=4)
     projects = await populate_both_shards(state, sharded)
-    run = await migrations.migrate(sharded, migrations=later)  # 005 exchanges dedup_ids, 006 backfills a view
-    assert run.summary()["applied"] == [5, 6, 7]
+    run = await migrations.migrate(sharded, migrations=later)  # 005 exchanges dedup_ids, NEXT backfills a view
+    assert run.summary()["applied"] == [*ALL[4:], NEXT, AFTER]
     for project in projects:
         assert await by_kind(sharded, project) == await raw_by_kind(sharded, project) != []
         written = await dedup_archive.written_among(sharded, project, WRITTEN_BEFORE, 35 * 86400)
@@ -520,9 +525,9 @@ async def test_backfills_exchange_and_down_steps_run_shard_by_shard(sharded, sta
     assert channels == [{"channel": ""}]
 
     # The replicated layout's backfill (one statement, each shard copying its own rows) gives the same.
-    declared_006 = [s for m in later if m.version == 6 for s in m.up]
-    for statement in declared_006[2:]:  # TRUNCATE, then the INSERT ... SELECT
-        for placed in REPLICATED.place(statement, SHARDED.tables(declared(*declared_006))):
+    declared_next = [s for m in later if m.version == NEXT for s in m.up]
+    for statement in declared_next[2:]:  # TRUNCATE, then the INSERT ... SELECT
+        for placed in REPLICATED.place(statement, SHARDED.tables(declared(*declared_next))):
             for node in sharded.cluster.nodes if placed.sql.startswith("TRUNCATE") else [sharded]:
                 await node.command(placed.sql.replace(" ON CLUSTER rewards", ""))
     assert await projects_by_node(sharded, "payout_totals_by_kind") == await projects_by_node(sharded)
@@ -530,14 +535,14 @@ async def test_backfills_exchange_and_down_steps_run_shard_by_shard(sharded, sta
         assert await by_kind(sharded, project) == await raw_by_kind(sharded, project)
 
     run = await migrations.migrate(sharded, target=4, migrations=later)
-    assert run.summary()["reverted"] == [7, 6, 5]
+    assert run.summary()["reverted"] == list(range(AFTER, 4, -1))
     for node in await node_query(sharded, "SELECT name FROM system.tables WHERE database = currentDatabase()"):
         names = {row["name"] for row in node}
         assert not names & {"payout_totals_by_kind", "payout_totals_by_kind_local", "dedup_ids_next_local"}
         assert "dedup_ids_local" in names
     for project in projects:
         assert set(await dedup_archive.written_among(sharded, project, WRITTEN_BEFORE, 35 * 86400)) == WRITTEN_BEFORE
-    assert (await migrations.migrate(sharded, migrations=later)).summary()["applied"] == [5, 6, 7]
+    assert (await migrations.migrate(sharded, migrations=later)).summary()["applied"] == [*ALL[4:], NEXT, AFTER]
 
 
 @pytest.mark.cluster

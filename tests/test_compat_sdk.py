@@ -12,8 +12,11 @@ from decimal import Decimal
 
 import pytest
 
+from rewards.domain.tracking import CodeTraffic
 from tests.compat.driver import ensure_sdk, run_calls
-from tests.harness import Admin, Api, Gateway
+from tests.harness import Admin, Api, Gateway, Server, eventually
+from tests.test_claim_checks import SIGNER, SIGNING, recover
+from tests.test_tracking import read_traffic, settled
 
 EVM = "evm_address"
 TOKEN = {"address": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "chain_id": 1, "name": "USDC", "decimals": 6}
@@ -44,6 +47,7 @@ class Shop:
 
     def __init__(self, server, base_url: str):
         admin = Admin(server)
+        self.server = server
         self.project_id = admin.project()
         self.service_key = admin.key(self.project_id, "service_role")
         self.read_key = admin.key(self.project_id, "referral_codes:read")
@@ -59,6 +63,14 @@ class Shop:
         response = self.http.get(path, params=params)
         assert response.status_code == 200, response.text
         return response.json()
+
+    def refer_code(self, owner: int) -> str:
+        created = self.http.post("/referral_codes", json={**who(owner), "quantity": 1})
+        assert created.status_code == 201, created.text
+        return created.json()[0]["code"]
+
+    def key_with(self, *scopes: str) -> str:
+        return Admin(self.server).key(self.project_id, *scopes)
 
     def refer(self, referrer: int, referred: int) -> str:
         created = self.http.post("/referral_codes", json={**who(referrer), "quantity": 1})
@@ -234,6 +246,14 @@ def test_payouts_leaderboard_through_the_client(shop):
 
 def test_claim_checks_history_and_totals_through_the_client(shop):
     assert shop.http.put("/projects/config", json=CONFIG).status_code == 200
+    no_signer_claimable, no_signer_close = shop.sdk(
+        shop.service_key,
+        ("getClaimableChecks", who(2)),
+        ("closeClaimChecks", {**who(2), "claim_check_ids": ["cc_any"]}),
+    )
+    assert failed(no_signer_claimable, 409)["message"] == failed(no_signer_close, 409)["message"] == (
+        "claim signer not configured")  # fmt: skip
+    assert shop.http.put("/projects/config", json={**CONFIG, **SIGNING}).status_code == 200
     shop.refer(1, 2)
     revenue = {"amount": "100", "currency": {"name": "USD"}}
     events = [{**who(2), "name": "swap", "dedup_id": f"s{i}", "args": {"revenue": revenue}} for i in (1, 2)]
@@ -246,11 +266,37 @@ def test_claim_checks_history_and_totals_through_the_client(shop):
     first = ids[:1]
     # The client sends the user in camelCase (userIdentifier, userIdentifierType); its answer is the service's.
     (closed,) = shop.sdk(shop.service_key, ("closeClaimChecks", {**who(2), "claim_check_ids": first}))
-    assert [(c["id"], c["status"]) for c in ok(closed)] == [(first[0], "closed")]
+    # its answer: the signed claim form of each check (the client's ClaimResponse[]), signed by the project's signer
+    assert [(f["claim_check_id"], f["to"], f["amount"], recover(f)) for f in ok(closed)] == [
+        (first[0], addr(2), "15000000", SIGNER)]  # fmt: skip
+    (form,) = ok(closed)
+    assert (form["currency"], form["currency_type"], form["reason"], form["token_id"]) == (TOKEN["address"], 1, 1, "0")
+    assert isinstance(form["deadline"], int) and form["signatures"][0].startswith("0x")
+
+    def claimable_is_the_closed_one():
+        (claimable,) = shop.sdk(shop.standard_key, ("getClaimableChecks", who(2)))  # a read done by POST, camelCase
+        assert [(f["claim_check_id"], f["proof"], recover(f)) for f in ok(claimable)] == [
+            (first[0], form["proof"], SIGNER)]  # fmt: skip
+
+    eventually(claimable_is_the_closed_one)
+    listed, unclaimed, still_open = shop.sdk(
+        shop.standard_key,
+        ("getClaimChecks", who(2)),
+        ("getClaimChecks", {**who(2), "status": "unclaimed"}),
+        ("getClaimChecks", {**who(2), "status": "open"}),
+    )
+    assert ok(listed) == shop.read("/claim-checks", **who(2)) and len(ok(listed)["claim_checks"]) == 2
+    by_id = {c["id"]: c for c in ok(listed)["claim_checks"]}
+    assert (by_id[first[0]]["status"], by_id[first[0]]["currency_chain_id"], by_id[first[0]]["currency_decimals"]) == (
+        "closed", "1", 6)  # fmt: skip
+    assert by_id[first[0]]["deadline_seconds"] >= form["deadline"] and by_id[ids[1]]["deadline_seconds"] == 0
+    assert len(ok(unclaimed)["claim_checks"]) == 2 and [c["id"] for c in ok(still_open)["claim_checks"]] == ids[1:]
     tx = "0x" + "ab" * 32
     claimed = shop.http.post("/claim-checks/claims", json={"hash": tx, "claimed_at": "2026-11-20T10:00:00Z",
                                                            "claim_check_ids": first})  # fmt: skip
     assert claimed.json() == {"claimed": 1}
+    (after_claim,) = shop.sdk(shop.standard_key, ("getClaimableChecks", who(2)))
+    assert ok(after_claim) == []  # claimed: no longer claimable, at once
 
     history, history_page2, totals, empty = shop.sdk(
         shop.standard_key,
@@ -275,3 +321,187 @@ def test_claim_checks_history_and_totals_through_the_client(shop):
     assert [t["amount"] for t in totals["unclaimed"]] == ["15000000"]
     assert totals["claimed"][0]["currency_address"] == TOKEN["address"]
     assert ok(empty) == {"claimed": [], "unclaimed": []}
+
+
+# -- tracking events (API.md §7): sendPageview, identifyUser, sendEvent ----------------------------------------------
+
+REFERRAL_CONFIG = {**CONFIG, "referral_reward": {"referrer": "50", "referred": "5"}}
+
+
+@pytest.fixture(params=["embedded", "production"])
+def tracked_shop(request, tmp_path):
+    """A Shop on a server whose warehouse the test reads afterwards (tests.test_tracking.read_traffic): an embedded
+    server of its own, or the production shape behind the gateway."""
+    if request.param == "production":
+        server = request.getfixturevalue("production_server")
+        gateway = Gateway(server)
+        shop = Shop(server, gateway.url)
+        yield shop
+        shop.http.close()
+        gateway.close()
+        return
+    server = Server(tmp_path / "data").start()
+    shop = Shop(server, server.url)
+    yield shop
+    shop.http.close()
+    server.stop()
+
+
+def test_tracking_through_the_client(tracked_shop):
+    """A visitor lands on `/home?af=CODE` (a click), connects a wallet (referred by the code's owner) and buys through
+    sendEvent, which names no user (the tracking id's is its user): the owner gets the referral reward and the
+    commission, the code one click per page viewed and one attribution."""
+    shop = tracked_shop
+    assert shop.http.put("/projects/config", json=REFERRAL_CONFIG).status_code == 200
+    code = shop.refer_code(1)
+    browser = {"search": f"?af={code}&source=tw", "pathname": "/home", "origin": "https://app.example",
+               "referrer": "https://ref.example/x", "localStorage": {"fuul.tracking_id": "TRK-SDK-1"}}  # fmt: skip
+    identify = {"identifier": addr(2), "identifierType": EVM, "signature": "0x" + "5" * 130,
+                "message": "Accept referral", "accountChainId": 8453}  # fmt: skip
+    purchase = {"value": {"amount": "200", "currency": {"name": "USD"}}}
+    calls = [
+        ("sendPageview",),
+        ("sendPageview",),  # the same page within a minute: the client sends nothing
+        ("sendPageview", "/pricing", [shop.project_id]),  # the multi-project form, for this key's project
+        ("identifyUser", identify),
+        ("sendEvent", "purchase", purchase),
+        ("sendPageview", "/other", ["0" * 32]),  # another project: refused
+    ]
+    results = run_calls(
+        shop.base_url, shop.key_with("SendTrackingEvent"),
+        [{"method": m, "args": list(args)} for m, *args in calls], browser=browser,
+    )  # fmt: skip
+    assert [r.get("void") for r in results[:5]] == [True] * 5, results  # each resolves to void
+    assert failed(results[5], 403)["message"] == "project_id is not this key's project"
+
+    status = shop.read("/referral_codes/status", **who(2))
+    assert (status["referred"], status["code"], status["referrer_identifier"]) == (True, code, addr(1))
+    assert [u["identifier"] for u in shop.read(f"/referral_codes/{code}")["used_by"]] == [addr(2)]
+    expected = {
+        addr(1): {"referral_reward": "50", "affiliate_commission": "20"},
+        addr(2): {"referral_reward": "5", "end_user_reward": "10"},
+    }
+    eventually(lambda: _assert_points(shop, expected))
+    assert shop.read("/events/status", **who(2), event_name="purchase") == {"created": True, "paid": True}
+
+    settled(shop.http)
+    assert read_traffic(shop.http.server, shop.project_id, [code]) == {code: CodeTraffic(clicks=2, attributions=1)}
+
+
+def _assert_points(shop: Shop, expected: dict) -> None:
+    for identifier, kinds in expected.items():
+        by_kind = shop.read(f"/payouts/totals/{identifier}", identifier_type=EVM)["by_kind"]
+        assert {kind: amount for kind, amount in by_kind.items() if amount != "0"} == kinds
+
+
+# -- affiliate codes and referrals (API.md §7; docs/fuul-sdk-7.41.0-surface.md G3, G4) -------------------------------
+
+
+def _code_figures(code: dict) -> tuple:
+    return code["code"], code["uses"], code["clicks"], code["total_users"], code["total_earnings"], code["rebate_rate"]
+
+
+def test_affiliate_codes_and_referrals_through_the_client(shop):
+    assert shop.http.put("/projects/config", json=CONFIG).status_code == 200  # r1 0.1, no referral reward
+    signature = "0x" + "5" * 130
+    alice = {"userIdentifier": addr(1), "identifierType": EVM, "signature": signature}
+    created, again, taken, invalid, unknown, free, free_too, short, available, nowhere = shop.sdk(
+        shop.service_key,
+        ("createAffiliateCode", {**alice, "code": "Alice_Code", "accountChainId": 8453}),
+        ("createAffiliateCode", {**alice, "code": "second_one"}),  # one affiliate code per user
+        ("createAffiliateCode", {**alice, "userIdentifier": addr(3), "code": "ALICE_code"}),
+        ("createAffiliateCode", {**alice, "userIdentifier": addr(3), "code": "a"}),
+        ("getAffiliateInfo", addr(9), EVM),  # not an affiliate: the client's null
+        ("isAffiliateCodeFree", "alice_code"),
+        ("isAffiliateCodeFree", "free_one"),
+        ("isAffiliateCodeFree", "ab"),
+        ("isAffiliateCodeAvailable", "ALICE_CODE"),
+        ("isAffiliateCodeAvailable", "nowhere"),
+    )
+    created = ok(created)
+    assert (created["code"], created["user_identifier"], created["user_identifier_type"]) == (
+        "ALICE_CODE",
+        addr(1),
+        EVM,
+    )
+    assert created["id"] == f"{EVM}:{addr(1)}" and created["updated_at"].endswith("Z")
+    assert (again["error"]["name"], again["error"]["address"]) == ("AddressInUseError", addr(1))
+    assert taken["error"]["name"] == "CodeInUseError"
+    assert invalid["error"]["name"] == "ValidationError" and invalid["error"]["errors"] == [
+        "code must be 3 to 32 characters of A-Z, a-z, 0-9, _ and -"]  # fmt: skip
+    assert ok(unknown) is None
+    assert (ok(free), ok(free_too), ok(short), ok(available), ok(nowhere)) == (False, True, False, True, False)
+    (forbidden,) = shop.sdk(
+        shop.standard_key, ("createAffiliateCode", {**alice, "userIdentifier": addr(4), "code": "std"})
+    )
+    assert forbidden["error"]["name"] == "Error" and "service_role" in forbidden["error"]["message"]
+
+    (used,) = shop.sdk(shop.standard_key, ("useReferralCode", {"code": "alice_code", **who(2), "signature": signature,
+                                                                 "signature_message": "I accept"}))  # fmt: skip
+    assert ok(used) is None
+    value = {"amount": "100", "currency": {"name": "USD"}}
+    events = [{**who(2), "name": "purchase", "dedup_id": "p1", "args": {"value": value}}]
+    assert shop.http.post("/events/batch", json={"events": events}).json() == {"ingested_events": 1}
+    shop.http.wait_processed("p1")
+
+    def affiliate(expected: tuple) -> dict:
+        (found,) = shop.sdk(shop.standard_key, ("getAffiliateInfo", addr(1), EVM))
+        found = ok(found)
+        assert [_code_figures(c) for c in found["codes"]] == [expected]
+        return found
+
+    info = eventually(lambda: affiliate(("ALICE_CODE", 1, 0, 1, 10, None)))  # the commission: 0.1 of 100
+    assert (info["code"], info["uses"], info["total_users"], info["total_earnings"]) == ("ALICE_CODE", 1, 1, 10)
+    assert (info["name"], info["user_identifier"], info["region"]) == ("Alice_Code", addr(1), "")
+    assert info["current_tier"] == {"id": "base", "name": "Base", "slug": "base", "rank": 1}
+    (deprecated,) = shop.sdk(shop.standard_key, ("getAffiliateCode", addr(1), EVM))
+    assert ok(deprecated) == info
+
+    renamed, rebated = shop.sdk(
+        shop.service_key,
+        ("updateAffiliateCode", {**alice, "code": "Alice_Two"}),
+        ("updateRebateRate", {**alice, "code": "alice_two", "rebateRate": 0.2}),
+    )
+    assert ok(renamed) is None and ok(rebated) is None
+    eventually(lambda: affiliate(("ALICE_TWO", 1, 0, 1, 10, 0.2)))  # the same code: its figures stay
+
+    # The rebate: 0.2 of each level-1 commission through the code goes to the referred user.
+    events = [{**who(2), "name": "purchase", "dedup_id": "p2", "args": {"value": {**value, "amount": "55.55"}}}]
+    assert shop.http.post("/events/batch", json={"events": events}).json() == {"ingested_events": 1}
+    shop.http.wait_processed("p2")
+    commission = Decimal("5.555")  # 0.1 of 55.55
+    alice_points = shop.read(f"/payouts/totals/{addr(1)}", identifier_type=EVM)["by_kind"]
+    bob_points = shop.read(f"/payouts/totals/{addr(2)}", identifier_type=EVM)["by_kind"]
+    kept, rebate = Decimal(alice_points["affiliate_commission"]) - 10, Decimal(bob_points["rebate"])
+    assert (kept, rebate) == (Decimal("4.444"), Decimal("1.111")) and kept + rebate == commission
+    assert bob_points["end_user_reward"] == "20" and alice_points["rebate"] == "0"
+    eventually(lambda: affiliate(("ALICE_TWO", 1, 0, 1, 14.444, 0.2)))
+
+    referrer, listed = shop.sdk(shop.standard_key, ("getUserReferrer", who(2)), ("listUserReferralCodes", who(1)))
+    assert ok(referrer) == {
+        "user_identifier": addr(2), "user_identifier_type": EVM, "referrer_identifier": addr(1),
+        "referrer_identifier_type": EVM, "referrer_name": "Alice_Code", "referrer_code": "ALICE_TWO",
+        "referrer_codes": ["ALICE_TWO"], "referrer_user_rebate_rate": 0.2,
+    }  # fmt: skip
+    failed(listed, 403)  # listing needs referral_codes:read
+    removal = {"code": "alice_code", **who(2), "referrer_identifier": addr(1), "referrer_identifier_type": EVM}
+    removed, after, not_again = shop.sdk(
+        shop.service_key,
+        ("deleteReferral", {**removal, "signature": signature, "signature_message": "remove", "chain_id": 8453}),
+        ("getUserReferrer", who(2)),
+        ("deleteReferral", removal),  # removed already
+    )
+    assert ok(removed) is None
+    assert ok(after) == {"user_identifier": addr(2), "user_identifier_type": EVM, "referrer_identifier": None,
+                         "referrer_identifier_type": None, "referrer_name": None, "referrer_code": None,
+                         "referrer_codes": [], "referrer_user_rebate_rate": None}  # fmt: skip
+    assert failed(not_again, 404)["message"] == "Referral not found"
+
+    def listing() -> None:
+        (codes,) = shop.sdk(shop.read_key, ("listUserReferralCodes", who(1)))
+        [code] = ok(codes)["results"]
+        # the removed referral is counted out of the code's users; what it earned stays
+        assert _code_figures(code) == ("ALICE_TWO", 1, 0, 0, 14.444, 0.2)
+        assert isinstance(code["clicks"], int) and isinstance(code["total_earnings"], float)
+
+    eventually(listing)

@@ -14,6 +14,7 @@ from schemas.records import (
     CodesCreatedRecord,
     CodeUseRecord,
     ConversionRecord,
+    TrackingEventRecord,
 )
 from stream_workers import rows
 
@@ -128,6 +129,19 @@ RECORDS_AND_ROWS = [
             "currency_address": "0x1", "currency_chain_id": 1, "currency_name": "USDC", "currency_decimals": 6,
             "amount": "1000000", "reason": "end_user_payout", "status": "open", "hash": None, "source_id": "s",
             "version": 1, "created_at": "1970-01-01 00:00:00.008", "claimed_at": None,
+        },
+    ),
+    (
+        TrackingEventRecord(
+            project_id="p", id="t", name="pageview", tracking_id="TRK", code="ABC", received_ms=9,
+            args={"page": "/"}, metadata={"tracking_id": "TRK", "af": "abc"},
+        ),
+        rows.tracking_event_row,
+        {
+            "project_id": "p", "id": "t", "name": "pageview", "tracking_id": "TRK", "user_identifier": "",
+            "user_identifier_type": "", "code": "ABC", "received_at": "1970-01-01 00:00:00.009",
+            "args": '{"page":"/"}', "metadata": '{"tracking_id":"TRK","af":"abc"}', "signature": None,
+            "signature_message": None, "signature_public_key": None, "account_chain_id": None,
         },
     ),
 ]  # fmt: skip

@@ -25,7 +25,7 @@ from rewards.devengines import clickhouse
 from rewards.domain.timestamps import format_timestamp
 from tests.conftest import SERVICE, evm
 from tests.harness import Api, eventually
-from tests.test_claim_checks import TOKEN_CONFIG, USDC
+from tests.test_claim_checks import SIGNER_KEY, TOKEN_CONFIG, USDC
 
 # What the escaped format reads specially (alone, at the end, combined), and text that only looks dangerous.
 NASTY = [
@@ -148,7 +148,7 @@ def world(server, admin) -> dict:
     and claimed in one transaction."""
     project = admin.project()
     api = Api(server, admin.key(project, SERVICE), project)
-    assert api.put("/projects/config", json=TOKEN_CONFIG).status_code == 200
+    assert api.put("/projects/config", json={**TOKEN_CONFIG, "claim_signer_key": SIGNER_KEY}).status_code == 200
     for n, name in enumerate(NAMES, start=1):
         response = api.post("/affiliates", json={"user_identifier": evm(n), "user_identifier_type": "evm_address",
                                                  "name": name})  # fmt: skip
@@ -405,7 +405,8 @@ def texts(server, admin) -> dict:
     api = Api(server, admin.key(project, SERVICE), project)
     probes = {text: api.put("/projects/config", json=_text_config([text])) for text in TEXTS}
     accepted = [text for text in TEXTS if probes[text].status_code == 200]
-    assert api.put("/projects/config", json=_text_config(accepted)).status_code == 200
+    signing = {"claim_signer_key": SIGNER_KEY}  # closing answers claim forms (API.md §7)
+    assert api.put("/projects/config", json={**_text_config(accepted), **signing}).status_code == 200
     sent = {}  # one by one (not a batch), so that a text refused costs only its own events
     for i, text in enumerate(TEXTS):
         value = {"amount": "1", "currency": {"name": text}}  # the base is fixed: the amount pays nothing more
@@ -644,6 +645,8 @@ def test_referral_codes_match_case_insensitively_and_no_other_text(api):
 def test_claim_check_ids_are_looked_up_as_given(api):
     """No check has these ids: each is a 404 naming it as sent (1 to 64 characters; none is another's id)."""
     user = {"user_identifier": evm(1), "user_identifier_type": "evm_address"}
+    signing = {"default_tier": None, "tiers": [], "claim_signer_key": SIGNER_KEY}  # else close is 409 before looking
+    assert api.put("/projects/config", json=signing).status_code == 200
     for check_id in [t for t in NASTY if t] + ["é" * 64]:
         close = api.post("/claim-checks/close", json={**user, "claim_check_ids": [check_id]})
         claim = api.post("/claim-checks/claims", json={"hash": check_id, "claim_check_ids": [check_id]})

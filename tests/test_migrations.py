@@ -2,8 +2,8 @@
 adapters: chdb in-process, and a ClickHouse server (a database of its own per test; under CI=true no server is a
 failure).
 
-Besides the package's migrations (1-5), the tests use a test-only directory: 1-5 as shipped, plus 006 (a new
-materialized view with a backfill of the payouts already written) and 007 (a new column), both with down steps.
+Besides the package's migrations (1 to SHIPPED), the tests use a test-only directory: those as shipped, plus NEXT (a
+new materialized view with a backfill of the payouts already written) and AFTER (a new column), both with down steps.
 Data is written as the workers write it (stream_workers.processor.process_delivery, on an embedded state store).
 """
 
@@ -70,7 +70,11 @@ ALTER TABLE conversions ADD COLUMN IF NOT EXISTS channel LowCardinality(String) 
 ALTER TABLE conversions DROP COLUMN IF EXISTS channel;
 """
 
-TEST_MIGRATIONS = {"006_points_by_kind.sql": POINTS_BY_KIND, "007_conversion_channel.sql": CHANNEL}
+SHIPPED = len(schema.load_migrations())  # the package's migrations are 1 to SHIPPED
+NEXT, AFTER = SHIPPED + 1, SHIPPED + 2  # the test-only ones, after them
+POINTS_FILE = f"{NEXT:03d}_points_by_kind.sql"
+TEST_MIGRATIONS = {POINTS_FILE: POINTS_BY_KIND, f"{AFTER:03d}_conversion_channel.sql": CHANNEL}
+ALL = list(range(1, SHIPPED + 1))
 
 
 def package_files() -> list:
@@ -104,7 +108,7 @@ def legacy_statements(up_to: int = 3) -> list[str]:
 def test_versions_1_to_3_are_the_statements_of_before():
     assert [(m.version, m.name) for m in schema.load_migrations()] == [
         (1, "tables"), (2, "affiliates_claims"), (3, "dead_letters"), (4, "dedup_ids"),
-        (5, "dedup_ids_granules")]  # fmt: skip
+        (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 
@@ -133,9 +137,9 @@ def test_the_checksum_is_of_the_forward_statements():
 
 @pytest.mark.parametrize(
     ("files", "error"),
-    [({"4_Bad-Name.sql": "SELECT 1"}, "NNN_name.sql"), ({"007_gap.sql": "SELECT 1"}, "no gap"),
-     ({"005_again.sql": "SELECT 1"}, "no gap"), ({"006_empty.sql": "-- nothing\n;"}, "no statements"),
-     ({"006_twice.sql": "SELECT 1;\n-- down\nSELECT 2;\n-- down\n"}, "more than one")],
+    [({"4_Bad-Name.sql": "SELECT 1"}, "NNN_name.sql"), ({f"{AFTER:03d}_gap.sql": "SELECT 1"}, "no gap"),
+     ({"005_again.sql": "SELECT 1"}, "no gap"), ({f"{NEXT:03d}_empty.sql": "-- nothing\n;"}, "no statements"),
+     ({f"{NEXT:03d}_twice.sql": "SELECT 1;\n-- down\nSELECT 2;\n-- down\n"}, "more than one")],
 )  # fmt: skip
 def test_bad_migration_files_are_refused(tmp_path, files, error):
     with pytest.raises(schema.MigrationFileError, match=error):
@@ -368,17 +372,18 @@ async def raw_by_kind(warehouse, project: str) -> list[dict]:
 
 async def test_a_fresh_install_reaches_the_latest_version(warehouse, tmp_path):
     run = await migrations.migrate(warehouse)
-    assert run.summary() == {"version": 5, "adopted": [], "applied": [1, 2, 3, 4, 5], "reverted": []}
+    assert run.summary() == {"version": SHIPPED, "adopted": [], "applied": ALL, "reverted": []}
     creates = (re.match(r"CREATE (?:TABLE|MATERIALIZED VIEW) IF NOT EXISTS (\w+)", s) for s in schema.statements())
     created = {match[1] for match in creates if match}
     assert await tables(warehouse) == created | {"schema_migrations"}
     status = await migrations.status(warehouse)
-    assert (status["version"], status["latest"], status["pending"], status["problems"]) == (5, 5, [], [])
-    assert [(m["state"], m["adopted"], m["checksum"]) for m in status["migrations"]] == [("applied", False, "ok")] * 5
+    assert (status["version"], status["latest"], status["pending"], status["problems"]) == (SHIPPED, SHIPPED, [], [])
+    assert [(m["state"], m["adopted"], m["checksum"]) for m in status["migrations"]] == [
+        ("applied", False, "ok")] * SHIPPED  # fmt: skip
 
     later = schema.load_migrations(migrations_dir(tmp_path))  # a release with two more: they run, in order
     run = await migrations.migrate(warehouse, migrations=later)
-    assert run.summary() == {"version": 7, "adopted": [], "applied": [6, 7], "reverted": []}
+    assert run.summary() == {"version": AFTER, "adopted": [], "applied": [NEXT, AFTER], "reverted": []}
     assert "payout_totals_by_kind" in await tables(warehouse) and "channel" in await columns(warehouse, "conversions")
 
 
@@ -386,7 +391,7 @@ async def test_running_again_changes_nothing(warehouse, tmp_path):
     await warehouse.migrate()  # the port's migrate: the package's migrations
     rows, before = await log_rows(warehouse), await tables(warehouse)
     await warehouse.migrate()
-    assert await log_rows(warehouse) == rows == 5 and await tables(warehouse) == before
+    assert await log_rows(warehouse) == rows == SHIPPED and await tables(warehouse) == before
 
     later = schema.load_migrations(migrations_dir(tmp_path))
     await migrations.migrate(warehouse, migrations=later)
@@ -409,10 +414,11 @@ async def test_an_install_made_before_migrations_is_adopted_then_upgraded(wareho
     await assert_views_match_payouts(warehouse, project)
 
     status = await migrations.status(warehouse)
-    assert [m["state"] for m in status["migrations"]] == ["adoptable"] * 3 + ["pending"] * 2 and status["version"] == 3
+    assert [m["state"] for m in status["migrations"]] == ["adoptable"] * 3 + ["pending"] * (SHIPPED - 3)
+    assert status["version"] == 3
     spy, later = Spy(warehouse), schema.load_migrations(migrations_dir(tmp_path))
     run = await migrations.migrate(spy, migrations=later)
-    assert run.summary() == {"version": 7, "adopted": [1, 2, 3], "applied": [4, 5, 6, 7], "reverted": []}
+    assert run.summary() == {"version": AFTER, "adopted": [1, 2, 3], "applied": [*ALL[3:], NEXT, AFTER], "reverted": []}
     ran = " ".join(spy.commands)
     assert "CREATE TABLE IF NOT EXISTS payouts" not in ran and "point_totals_by_project" not in ran  # not re-run
     assert await figures(warehouse, project) == before  # every total intact
@@ -435,44 +441,43 @@ async def test_an_install_made_before_migrations_is_adopted_then_upgraded(wareho
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)
     status = await migrations.status(warehouse, later)
     assert [(m["version"], m["state"], m["adopted"]) for m in status["migrations"]] == [
-        (1, "applied", True), (2, "applied", True), (3, "applied", True), (4, "applied", False),
-        (5, "applied", False), (6, "applied", False), (7, "applied", False)]  # fmt: skip
+        (v, "applied", v <= 3) for v in range(1, AFTER + 1)]  # fmt: skip
 
 
 async def test_an_install_from_before_version_3_adopts_1_and_2_and_runs_3(warehouse):
     await run_legacy_ddl(warehouse, up_to=2)
     assert "dead_letters" not in await tables(warehouse)
     run = await migrations.migrate(warehouse)
-    assert run.summary() == {"version": 5, "adopted": [1, 2], "applied": [3, 4, 5], "reverted": []}
+    assert run.summary() == {"version": SHIPPED, "adopted": [1, 2], "applied": ALL[2:], "reverted": []}
     assert "dead_letters" in await tables(warehouse)
 
 
 async def test_down_steps_undo_and_redo(warehouse, state, tmp_path):
     later = schema.load_migrations(migrations_dir(tmp_path))
-    await migrations.migrate(warehouse, target=5)
+    await migrations.migrate(warehouse, target=SHIPPED)
     project = await populate(state, warehouse)
     before = await figures(warehouse, project)
-    assert (await migrations.migrate(warehouse, migrations=later)).summary()["applied"] == [6, 7]
+    assert (await migrations.migrate(warehouse, migrations=later)).summary()["applied"] == [NEXT, AFTER]
 
-    run = await migrations.migrate(warehouse, target=5, migrations=later)
-    assert run.summary() == {"version": 5, "adopted": [], "applied": [], "reverted": [7, 6]}
+    run = await migrations.migrate(warehouse, target=SHIPPED, migrations=later)
+    assert run.summary() == {"version": SHIPPED, "adopted": [], "applied": [], "reverted": [AFTER, NEXT]}
     assert "payout_totals_by_kind" not in await tables(warehouse)
     assert "payout_totals_by_kind_mv" not in await tables(warehouse)
     assert "channel" not in await columns(warehouse, "conversions")
     assert await figures(warehouse, project) == before
     status = await migrations.status(warehouse, later)
-    assert (status["version"], status["pending"]) == (5, [6, 7])
+    assert (status["version"], status["pending"]) == (SHIPPED, [NEXT, AFTER])
 
     with pytest.raises(migrations.MigrationError, match=r"down to version 1: migration 3 \(dead_letters\), 2 "):
         await migrations.migrate(warehouse, target=1, migrations=later)
-    with pytest.raises(migrations.MigrationError, match="no version 8"):
-        await migrations.migrate(warehouse, target=8, migrations=later)
-    assert (await migrations.status(warehouse, later))["version"] == 5  # refused before doing anything
+    with pytest.raises(migrations.MigrationError, match=f"no version {AFTER + 1}"):
+        await migrations.migrate(warehouse, target=AFTER + 1, migrations=later)
+    assert (await migrations.status(warehouse, later))["version"] == SHIPPED  # refused before doing anything
 
-    assert (await migrations.migrate(warehouse, target=6, migrations=later)).summary()["applied"] == [6]
+    assert (await migrations.migrate(warehouse, target=NEXT, migrations=later)).summary()["applied"] == [NEXT]
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)  # backfilled again
     assert "channel" not in await columns(warehouse, "conversions")
-    assert (await migrations.migrate(warehouse, migrations=later)).summary()["applied"] == [7]
+    assert (await migrations.migrate(warehouse, migrations=later)).summary()["applied"] == [AFTER]
     assert await figures(warehouse, project) == before
 
 
@@ -480,15 +485,17 @@ async def test_a_failed_migration_is_not_recorded_and_runs_again_from_its_start(
     await migrations.migrate(warehouse)
     project = await populate(state, warehouse)
     failing = POINTS_BY_KIND.replace("-- down", "SELECT throwIf(1, 'the engine went away');\n-- down")
-    with pytest.raises(migrations.MigrationError, match=r"006_points_by_kind \(apply\) failed at statement 5 of 5"):
+    with pytest.raises(
+        migrations.MigrationError, match=rf"{NEXT:03d}_points_by_kind \(apply\) failed at statement 5 of 5"
+    ):
         await migrations.migrate(warehouse, migrations=schema.load_migrations(
-            migrations_dir(tmp_path, {"006_points_by_kind.sql": failing})))  # fmt: skip
+            migrations_dir(tmp_path, {POINTS_FILE: failing})))  # fmt: skip
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)  # the backfill did run
     status = await migrations.status(warehouse, schema.load_migrations(migrations_dir(tmp_path)))
-    assert (status["version"], status["pending"]) == (5, [6, 7])
+    assert (status["version"], status["pending"]) == (SHIPPED, [NEXT, AFTER])
 
     run = await migrations.migrate(warehouse, migrations=schema.load_migrations(migrations_dir(tmp_path)))
-    assert run.summary()["applied"] == [6, 7]
+    assert run.summary()["applied"] == [NEXT, AFTER]
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)  # not counted twice
 
 
@@ -497,28 +504,31 @@ async def test_a_changed_applied_migration_is_refused(warehouse, tmp_path):
     await migrations.migrate(warehouse, migrations=schema.load_migrations(directory))
     rows = await log_rows(warehouse)
     recommented = POINTS_BY_KIND.replace("-- The backfill", "-- Backfilled").replace("DROP TABLE", "DROP TABLE ")
-    (directory / "006_points_by_kind.sql").write_text(recommented)  # comments and down steps may change
+    (directory / POINTS_FILE).write_text(recommented)  # comments and down steps may change
     assert (await migrations.migrate(warehouse, migrations=schema.load_migrations(directory))).steps == []
 
-    (directory / "006_points_by_kind.sql").write_text(POINTS_BY_KIND.replace("toUInt64(1)", "toUInt64(2)"))
+    (directory / POINTS_FILE).write_text(POINTS_BY_KIND.replace("toUInt64(1)", "toUInt64(2)"))
     changed = schema.load_migrations(directory)
-    for target in (None, 5, 7):
-        with pytest.raises(migrations.MigrationError, match=r"migration 6 \(points_by_kind\) changed since"):
+    for target in (None, SHIPPED, AFTER):
+        with pytest.raises(migrations.MigrationError, match=rf"migration {NEXT} \(points_by_kind\) changed since"):
             await migrations.migrate(warehouse, target=target, migrations=changed)
     status = await migrations.status(warehouse, changed)
-    assert [m["checksum"] for m in status["migrations"]] == ["ok", "ok", "ok", "ok", "ok", "mismatch", "ok"]
+    assert [m["checksum"] for m in status["migrations"]] == ["ok"] * SHIPPED + ["mismatch", "ok"]
     assert len(status["problems"]) == 1 and "restore it" in status["problems"][0]
     assert await log_rows(warehouse) == rows
 
 
 async def test_a_warehouse_newer_than_the_code_is_refused(warehouse, tmp_path):
     await migrations.migrate(warehouse, migrations=schema.load_migrations(migrations_dir(tmp_path)))
-    with pytest.raises(migrations.MigrationError, match=r"migration 6 \(points_by_kind\) is applied but unknown"):
+    with pytest.raises(migrations.MigrationError, match=rf"migration {NEXT} \(points_by_kind\) is applied but unknown"):
         await migrations.migrate(warehouse)
     with pytest.raises(migrations.MigrationError, match="newer than the code"):
         await warehouse.migrate()
     status = await migrations.status(warehouse)
-    assert [(m["version"], m["state"]) for m in status["migrations"]][5:] == [(6, "unknown"), (7, "unknown")]
+    assert [(m["version"], m["state"]) for m in status["migrations"]][SHIPPED:] == [
+        (NEXT, "unknown"),
+        (AFTER, "unknown"),
+    ]
 
 
 async def test_the_embedded_server_migrates_at_start_up(tmp_path):
@@ -530,7 +540,7 @@ async def test_the_embedded_server_migrates_at_start_up(tmp_path):
     try:
         status = await migrations.status(backends.warehouse)
         assert [(m["state"], m["adopted"]) for m in status["migrations"]] == [("applied", True)] * 2 + [
-            ("applied", False)] * 3  # fmt: skip
+            ("applied", False)] * (SHIPPED - 2)  # fmt: skip
     finally:
         await backends.close()
 
@@ -548,15 +558,15 @@ def test_migrate_status_and_to(place, tmp_path, monkeypatch):
         (place.data_dir / "warehouse").mkdir(parents=True)  # an empty embedded warehouse
     code, status, _ = cli(place, "--status")
     assert code == 0 and status["warehouse"] == ("embedded" if place.kind == "chdb" else "clickhouse")
-    assert (status["version"], status["latest"], status["pending"]) == (0, 5, [1, 2, 3, 4, 5])
-    assert [m["state"] for m in status["migrations"]] == ["pending"] * 5
+    assert (status["version"], status["latest"], status["pending"]) == (0, SHIPPED, ALL)
+    assert [m["state"] for m in status["migrations"]] == ["pending"] * SHIPPED
 
     code, done, err = cli(place, "--to", "2")
     assert code == 0, err
     assert done == {"warehouse": status["warehouse"], "version": 2, "adopted": [], "applied": [1, 2], "reverted": []}
     assert "migrating" in err  # the progress bar, on stderr, while several run
     code, status, _ = cli(place, "--status")
-    assert (status["version"], status["pending"]) == (2, [3, 4, 5])
+    assert (status["version"], status["pending"]) == (2, ALL[2:])
     applied = status["migrations"][0]
     assert applied["state"] == "applied" and applied["checksum"] == "ok" and applied["applied_at"].endswith("Z")
 
@@ -564,22 +574,22 @@ def test_migrate_status_and_to(place, tmp_path, monkeypatch):
     assert code == 1 and "migration 2 (affiliates_claims) has no down steps" in json.loads(err)["error"]
 
     directory = migrations_dir(tmp_path)
-    monkeypatch.setattr(schema, "migrations_dir", lambda: directory)  # a release with 006 and 007
-    code, done, _ = cli(place, "--to", "7")
-    assert (code, done["applied"]) == (0, [3, 4, 5, 6, 7])
+    monkeypatch.setattr(schema, "migrations_dir", lambda: directory)  # a release with NEXT and AFTER
+    code, done, _ = cli(place, "--to", str(AFTER))
+    assert (code, done["applied"]) == (0, [*ALL[2:], NEXT, AFTER])
     code, done, _ = cli(place, "--to", "3")
-    assert (code, done["reverted"]) == (0, [7, 6, 5, 4])
+    assert (code, done["reverted"]) == (0, list(range(AFTER, 3, -1)))
     code, status, _ = cli(place, "--status")
-    assert (status["version"], status["pending"]) == (3, [4, 5, 6, 7])
-    assert [m["reversible"] for m in status["migrations"]] == [False, False, False, True, True, True, True]
+    assert (status["version"], status["pending"]) == (3, [*ALL[3:], NEXT, AFTER])
+    assert [m["reversible"] for m in status["migrations"]] == [False] * 3 + [True] * (AFTER - 3)
 
-    cli(place, "--to", "6")
-    (directory / "006_points_by_kind.sql").write_text(POINTS_BY_KIND.replace("toUInt64(1)", "toUInt64(2)"))
+    cli(place, "--to", str(NEXT))
+    (directory / POINTS_FILE).write_text(POINTS_BY_KIND.replace("toUInt64(1)", "toUInt64(2)"))
     code, status, _ = cli(place, "--status")
-    assert code == 0 and status["migrations"][5]["checksum"] == "mismatch" and status["problems"]
-    code, _, err = cli(place, "--to", "7")
+    assert code == 0 and status["migrations"][SHIPPED]["checksum"] == "mismatch" and status["problems"]
+    code, _, err = cli(place, "--to", str(AFTER))
     assert code == 1 and "changed since it was applied" in json.loads(err)["error"]
-    code, _, err = cli(place, "--status", "--to", "7")
+    code, _, err = cli(place, "--status", "--to", str(AFTER))
     assert code == 1
 
 
@@ -595,7 +605,7 @@ def test_rewards_migrate_on_the_production_shape(server_place, kafka_url, redis_
     env = {**server_place.cli_env(), "KAFKA_BOOTSTRAP_SERVERS": kafka_url, "REDIS_URL": redis_url}
     first = CliRunner().invoke(app, ["migrate"], env=env)
     assert first.exit_code == 0, first.stderr
-    assert json.loads(first.stdout)["migrations"] == {"version": 5, "adopted": [], "applied": [1, 2, 3, 4, 5],
+    assert json.loads(first.stdout)["migrations"] == {"version": SHIPPED, "adopted": [], "applied": ALL,
                                                       "reverted": []}  # fmt: skip
     second = CliRunner().invoke(app, ["migrate"], env=env)
     assert second.exit_code == 0 and json.loads(second.stdout)["migrations"]["applied"] == []

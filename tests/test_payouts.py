@@ -92,7 +92,8 @@ def test_campaign_bonus_end_user_rate_and_unmatched_events(api):
     api.post("/events/batch", json={"events": [inside, outside, unmatched]})
     api.wait_processed("c1", "c2", "c3")
     assert totals(api, 7)["by_kind"] == {
-        "affiliate_commission": "0", "referral_reward": "0", "end_user_reward": "5", "campaign_bonus": "5"
+        "affiliate_commission": "0", "referral_reward": "0", "end_user_reward": "5", "campaign_bonus": "5",
+        "rebate": "0",
     }  # fmt: skip
     assert totals(api, 8)["total_points"] == "5"
     assert totals(api, 9)["total_points"] == "0"

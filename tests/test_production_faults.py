@@ -13,11 +13,13 @@ import httpx
 import pytest
 
 from rewards.domain.claim_checks import ClaimCheck, check_id
+from rewards.domain.claim_signing import parse_signer_key
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api, ProductionServer, free_port, stop_processes, wait_healthy
+from tests.test_claim_checks import SIGNER_KEY
 
 CONFIG = {
     "default_tier": None,
@@ -102,6 +104,8 @@ class Publishing:
         self._state(lambda state: state.register_claim_checks(api.project_id, closed + still_open))
         self.closed = [check.id for check in closed]
         self.open = [check.id for check in still_open]
+        signer = parse_signer_key(SIGNER_KEY).sealed(())  # closing answers signed forms (API.md §7)
+        self._state(lambda state: state.put_claim_signer(api.project_id, signer))
         assert self._close(self.closed).status_code == 200
 
     def requests(self) -> dict[str, Callable[[], httpx.Response]]:
@@ -152,7 +156,7 @@ class Publishing:
         assert used.status_code == 200 and used.json()["current_uses"] == 1, used.text
         assert responses["register an affiliate"].status_code == 201, responses["register an affiliate"].text
         closed = responses["close checks"]
-        assert closed.status_code == 200 and {c["status"] for c in closed.json()} == {"closed"}, closed.text
+        assert closed.status_code == 200 and [f["claim_check_id"] for f in closed.json()] == self.open, closed.text
         assert responses["claim checks"].json() == {"claimed": len(self.closed)}
         assert self.api.get("/referral_codes", params=user(NEW_OWNER)).json()["count"] == 2
 

@@ -10,6 +10,7 @@ from schemas.records import (
     CodesCreatedRecord,
     CodeUseRecord,
     ConversionRecord,
+    TrackingEventRecord,
     _records,
     dump_conversions,
     dump_records,
@@ -40,6 +41,12 @@ RECORDS = [
         currency_chain_id=1, currency_name="USDC", currency_decimals=6, amount="1000000", reason="end_user_payout",
         status="claimed", hash="0xh", source_id="s", created_at_ms=8, claimed_at_ms=9, version=3,
     ),
+    TrackingEventRecord(
+        project_id="p", id="t", name="connect_wallet", tracking_id="TRK-1", user_identifier="0xab",
+        user_identifier_type="evm_address", code="ABC1234", received_ms=10, args={"page": "/"},
+        metadata={"tracking_id": "TRK-1"}, signature="0xsig", signature_message="m", account_chain_id=8453,
+    ),
+    TrackingEventRecord(project_id="p", id="u", name="pageview", tracking_id="TRK-2", received_ms=11),
 ]  # fmt: skip
 
 
@@ -98,6 +105,17 @@ PUBLISHED = {
         "user_identifier_type: str", "currency_address: str", "currency_chain_id: int", "currency_name: str",
         "currency_decimals: int", "amount: str", "reason: str", "status: str", "hash?: str | None", "source_id: str",
         "created_at_ms: int", "claimed_at_ms?: int | None", "version: int",
+    ],
+    "TrackingEventRecord": [
+        "type?: Literal['tracking_event']", "project_id: str", "id: str", "name: str", "tracking_id: str",
+        "user_identifier?: str", "user_identifier_type?: str", "code?: str", "received_ms: int", "args?: dict",
+        "metadata?: dict", "signature?: str | None", "signature_message?: str | None",
+        "signature_public_key?: str | None", "account_chain_id?: int | None",
+    ],
+    "ReferralRemovedRecord": [
+        "type?: Literal['referral_removed']", "project_id: str", "id: str", "use_id: str", "code: str",
+        "referrer_identifier: str", "referrer_identifier_type: str", "user_identifier: str",
+        "user_identifier_type: str", "referred_at_ms: int", "removed_at_ms: int",
     ],
 }  # fmt: skip
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import fields
+from decimal import Decimal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -158,6 +159,28 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 raise Boom
         assert (await store.get_code(project, code)).current_uses == 1
 
+        # affiliate codes and referral removals (API.md §7)
+        async with store.create_affiliate_code(project, user(5), "slots", Decimal("0.1"), {}):
+            pass
+        with pytest.raises(Boom):
+            async with store.create_affiliate_code(project, user(6), "undone", None, {}):
+                raise Boom
+        async with store.rename_affiliate_code(project, user(5), "slots_2", {}):
+            pass
+        with pytest.raises(Boom):
+            async with store.rename_affiliate_code(project, user(5), "slots_3", {}):
+                raise Boom
+        assert (await store.set_rebate_rate(project, user(5), "slots", Decimal("0.2"), {})).code == "SLOTS_2"
+        async with store.use_code(project, "slots", user(7), {}):
+            pass
+        assert (await store.referrals_among(project, [user(7)]))[user(7)].code == "SLOTS_2"
+        assert await store.rebate_rates(project, ["SLOTS_2"]) == {"SLOTS_2": Decimal("0.2")}
+        with pytest.raises(Boom):
+            async with store.remove_referral(project, user(7), "slots_2", user(5)):
+                raise Boom
+        async with store.remove_referral(project, user(7), "slots_2", user(5)):
+            pass
+
         assert (await ingest(store, project, *batch("s-1", "s-2", "s-9"), ("idem", "hash"))).fresh == [0, 1]
         with pytest.raises(Boom):
             async with store.ingest(project, *batch("s-3"), None):
@@ -175,6 +198,15 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 raise Boom
         async with store.update_claim_checks(project, [a.id], unchanged, None):
             raise MaybePublished  # swallowed: the change stands, and its entry is due at once
+
+        async with store.first_within(project, "repeat", 60) as first:  # tracking events (TrackingStore)
+            assert first
+        with pytest.raises(Boom):
+            async with store.first_within(project, "failed", 60):
+                raise Boom
+        await store.bind_code(project, "track-1", code, 60)
+        assert await store.bind_user(project, "track-1", user(4), 60) == code
+        assert await store.tracked_user(project, "track-1") == user(4)
 
         await store.bound_unexpiring_keys()
         assert await store.key_count() > 0

@@ -6,7 +6,7 @@ import re
 import httpx
 
 from tests.conftest import evm
-from tests.harness import url_for
+from tests.harness import eventually, url_for
 from tests.test_auth import error_of
 
 ALICE = {"user_identifier": evm(1), "user_identifier_type": "evm_address"}
@@ -111,3 +111,130 @@ async def test_max_uses_n_used_concurrently_by_3n_users_succeeds_exactly_n_times
     assert statuses == [200] * n + [422] * (2 * n)
     record = api.get(f"/referral_codes/{code}").json()
     assert record["current_uses"] == n and len(record["used_by"]) == n and record["available"] is False
+
+
+# -- API.md §7: the published client's referral reads and writes ------------------------------------------------
+
+
+def referrer(api, n: int) -> dict:
+    response = api.get("/user/referrer", params=user(n))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+NO_REFERRER = {
+    "referrer_identifier": None, "referrer_identifier_type": None, "referrer_name": None, "referrer_code": None,
+    "referrer_codes": [], "referrer_user_rebate_rate": None,
+}  # fmt: skip
+
+
+def test_max_uses_0_disables_a_code_used_or_not(api):
+    code = create(api, quantity=1)[0]["code"]
+    api.patch(f"/referral_codes/{code}/use", json=user(2))
+    record = api.patch(f"/referral_codes/{code}", json={"max_uses": 0}).json()
+    assert (record["max_uses"], record["current_uses"], record["remaining_uses"], record["available"]) == (
+        0,
+        1,
+        0,
+        False,
+    )
+    error_of(api.patch(f"/referral_codes/{code}/use", json=user(3)), 422)
+    assert api.patch(f"/referral_codes/{code}", json={"max_uses": None}).json()["available"] is True
+    error_of(api.patch(f"/referral_codes/{code}", json={"max_uses": -1}), 400)
+    error_of(api.post("/referral_codes", json={**ALICE, "max_uses": 0}), 400)  # a new code's limit stays positive
+
+
+def test_user_referrer(make_api, api):
+    standard = make_api()  # any key of the project
+    assert referrer(standard, 2) == {"user_identifier": evm(2), "user_identifier_type": "evm_address", **NO_REFERRER}
+    first, second = (r["code"] for r in create(api, quantity=2))  # in one call: oldest first is creation order
+    third = create(api, quantity=1)[0]["code"]
+    assert api.patch(f"/referral_codes/{third}/use", json=user(2)).status_code == 200
+    found = referrer(standard, 2)
+    assert (found["referrer_identifier"], found["referrer_identifier_type"], found["referrer_name"]) == (
+        evm(1), "evm_address", None)  # fmt: skip
+    assert found["referrer_codes"][-1] == third and set(found["referrer_codes"][:2]) == {first, second}
+    assert found["referrer_code"] == found["referrer_codes"][0] and found["referrer_user_rebate_rate"] is None
+    # an affiliate's name, and the rebate rate of the code that referred the user
+    chosen = {"address": evm(5), "identifier_type": "evm_address", "name": "Eve", "code": "eve_code",
+              "user_rebate_rate": "0.05"}  # fmt: skip
+    assert api.post("/affiliates", json=chosen).status_code == 201
+    assert api.patch("/referral_codes/eve_code/use", json=user(6)).status_code == 200
+    found = referrer(standard, 6)
+    assert (found["referrer_name"], found["referrer_code"], found["referrer_codes"]) == (
+        "Eve",
+        "EVE_CODE",
+        ["EVE_CODE"],
+    )
+    assert found["referrer_user_rebate_rate"] == 0.05
+    error_of(
+        standard.get("/user/referrer", params={"user_identifier": "nope", "user_identifier_type": "evm_address"}), 400
+    )
+    error_of(standard.get("/user/referrer", params={"user_identifier": evm(2)}), 400)
+
+
+def test_delete_referral(make_api, api):
+    config = {"default_tier": None, "tiers": [], "referral_reward": {"referrer": "50", "referred": "10"}}
+    assert api.put("/projects/config", json=config).status_code == 200
+    code = create(api, quantity=1, max_uses=1)[0]["code"]
+    assert api.post("/affiliates", json=ALICE).status_code == 201
+    assert api.patch(f"/referral_codes/{code}/use", json=user(2)).status_code == 200
+    query = {**user(2), "referrer_identifier": evm(1), "referrer_identifier_type": "evm_address"}
+    url = f"/referral_codes/{code}/referrals"
+    error_of(make_api().request("DELETE", url, params=query, json={}), 403)  # a write: service_role
+    error_of(api.request("DELETE", url, params={**query, "referrer_identifier": evm(3)}, json={}), 404)
+    other = create(api, owner=user(3), quantity=1)[0]["code"]
+    error_of(api.request("DELETE", f"/referral_codes/{other}/referrals", params=query, json={}), 404)
+    error_of(api.request("DELETE", url, params={**query, **user(4)}, json={}), 404)  # not referred
+    assert isinstance(error_of(api.request("DELETE", url, params={**user(2)}, json={}), 400), list)
+
+    proof = {"signature": "0x" + "5" * 130, "signature_message": "remove", "chain_id": 8453}
+    removed = api.request("DELETE", url.lower(), params=query, json=proof)
+    assert removed.status_code == 200, removed.text
+    assert removed.json()["code"] == code and removed.json()["removed"] is True
+    assert referrer(api, 2) == {"user_identifier": evm(2), "user_identifier_type": "evm_address", **NO_REFERRER}
+    assert api.get("/referral_codes/status", params=user(2)).json() == {"referred": False}
+    kept = api.get(f"/referral_codes/{code}").json()  # the use stays counted: max_uses caps uses
+    assert (kept["current_uses"], kept["available"], [u["identifier"] for u in kept["used_by"]]) == (1, False, [evm(2)])
+    error_of(api.request("DELETE", url, params=query, json={}), 404)  # removed already
+
+    # referred again (the workers pay the new use: the warehouse no longer counts the removed referral)
+    assert api.patch(f"/referral_codes/{other}/use", json=user(2)).status_code == 200
+    assert referrer(api, 2)["referrer_identifier"] == evm(3)
+
+    def settled() -> None:
+        rewards = {n: api.get(f"/payouts/totals/{evm(n)}", params={"identifier_type": "evm_address"}).json()
+                   for n in (1, 2, 3)}  # fmt: skip
+        # payouts made stay: 1 keeps its 50; 2 got 10 twice; 3 its 50
+        assert [rewards[n]["by_kind"]["referral_reward"] for n in (1, 2, 3)] == ["50", "20", "50"]
+        [listed] = api.get("/referral_codes", params=ALICE).json()["results"]
+        assert (listed["total_users"], listed["total_earnings"], listed["uses"]) == (0, 50, 1)  # 2 counted out
+        [affiliate] = api.get("/affiliates", params={"query": evm(1)}).json()["results"]
+        assert affiliate["referred_users"] == 0 and affiliate["total_earnings"] == "50"
+
+    eventually(settled)
+
+
+def test_list_codes_answers_the_clients_figures(make_api, api):
+    rates = {"r1": "0.1", "r2": "0", "r3": "0", "r4": "0"}
+    assert api.put("/projects/config", json={
+        "default_tier": "base", "tiers": [{"id": "base", "name": "Base", "rank": 1, "rates": rates}],
+        "conversions": [{"event_name": "purchase", "base": {"rate_of": "value", "rate": "1"}, "currency": "point"}],
+        "referral_reward": {"referrer": "5", "referred": "1"},
+    }).status_code == 200  # fmt: skip
+    reader = make_api("referral_codes:read")
+    code = create(api, quantity=1)[0]["code"]
+    [fresh] = reader.get("/referral_codes", params=ALICE).json()["results"]
+    assert (fresh["rebate_rate"], fresh["clicks"], fresh["total_users"], fresh["total_earnings"]) == (None, 0, 0, 0)
+    api.patch(f"/referral_codes/{code}/use", json=user(2))
+    value = {"amount": "12.5", "currency": {"name": "USD"}}
+    events = [{**user(2), "name": "purchase", "dedup_id": "p", "args": {"value": value}}]
+    assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 1}
+    api.wait_processed("p")
+
+    def figured() -> None:
+        [listed] = reader.get("/referral_codes", params=ALICE).json()["results"]
+        assert (listed["uses"], listed["total_users"], listed["total_earnings"]) == (1, 1, 6.25)  # 5 + 0.1 × 12.5
+        assert api.get(f"/referral_codes/{code}").json()["total_earnings"] == 6.25
+
+    eventually(figured)

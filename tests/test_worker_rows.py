@@ -86,7 +86,7 @@ def test_rules_raise_what_the_engine_raises():
 
 
 def test_payout_rows_are_the_plain_rows():
-    source = rows.PayoutSource("p", "d-1", "conversion", IN_CAMPAIGN + 5)
+    source = rows.PayoutSource("p", "d-1", "conversion", IN_CAMPAIGN + 5, "ALICE")  # through the code ALICE
     token = TokenCurrency(**USDC)
     paid = [
         engine.Payout("end_user_reward", "user", 0, USER, Decimal("12.500000000000000000"), "point"),
@@ -98,12 +98,12 @@ def test_payout_rows_are_the_plain_rows():
          "kind": "end_user_reward", "role": "user", "level": 0, "recipient_identifier": "0xuser",
          "recipient_identifier_type": "evm_address", "amount": "12.5", "currency": "point", "currency_chain_id": 0,
          "currency_name": "", "currency_decimals": 0, "happened_at": "2026-09-21 14:13:20.005",
-         "created_at": "2026-09-21 14:13:20.999"},
+         "created_at": "2026-09-21 14:13:20.999", "code": "ALICE"},
         {"project_id": "p", "payout_id": "conversion:d-1:1", "source_id": "d-1", "source_type": "conversion",
          "kind": "affiliate_commission", "role": "affiliate", "level": 1, "recipient_identifier": "l1",
          "recipient_identifier_type": "email", "amount": "3000000", "currency": "0xa0b8", "currency_chain_id": 1,
          "currency_name": "USDC", "currency_decimals": 6, "happened_at": "2026-09-21 14:13:20.005",
-         "created_at": "2026-09-21 14:13:20.999"},
+         "created_at": "2026-09-21 14:13:20.999", "code": "ALICE"},
     ]  # fmt: skip
     assert rows.payout_rows(source, paid, created) == expected
     assert rows.payout_rows(source, [], created) == []

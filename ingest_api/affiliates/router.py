@@ -1,6 +1,11 @@
-"""POST /affiliates (API.md §4): HTTP to ingest_api.affiliates.service (a user registered as an affiliate)."""
+"""POST /affiliates (API.md §4): HTTP to ingest_api.affiliates.service (a user registered as an affiliate); and the
+published client's affiliate-code writes (API.md §7): `createAffiliateCode` on the same path (told apart by its
+fields), `updateAffiliateCode` (POST /affiliates/{user}) and `updateRebateRate` (POST /affiliates/{user}/rebate-rate).
+The client maps their errors by message: a message array is its ValidationError, "Code in use" and "Address in use"
+its own errors."""
 
-from typing import Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -8,10 +13,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest_api.affiliates import service
 from rewards.domain.affiliates import affiliate_json
+from rewards.domain.codes import AFFILIATE_CODE_RULE, is_affiliate_code
+from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
+from rewards.domain.limits import LimitError
 from rewards.domain.payout_config import Label
+from rewards.domain.payouts import User
+from rewards.domain.referrals import json_number, parse_rebate_rate
+from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
-from rewards.web.errors import bad_request, validation_messages
-from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, json_body, parse_user, request_body_doc
+from rewards.web.errors import ApiError, bad_request, validation_messages
+from rewards.web.http import (
+    LOG_UNAVAILABLE,
+    backends_of,
+    guard,
+    json_body,
+    parse_user,
+    request_body_doc,
+    request_fields,
+)
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -28,15 +47,136 @@ class CreateAffiliate(BaseModel):
     tier: Label | None = Field(None, max_length=64)
 
 
+ChainId = Annotated[int, Field(ge=0, le=2**63 - 1)] | None
+Signature = Annotated[str, Field(max_length=1024)] | None
+
+
+class Signed(BaseModel):
+    """The signature fields of the client's affiliate writes: accepted and stored with the code (not verified)."""
+
+    model_config = ConfigDict(extra="ignore")
+    signature: Signature = None
+    signature_public_key: Signature = None
+    account_chain_id: ChainId = None
+
+    def proof(self) -> dict:
+        return self.model_dump(include={"signature", "signature_public_key", "account_chain_id"}, exclude_none=True)
+
+
+class CreateAffiliateCode(Signed):
+    """POST /affiliates as the published client sends it (`createAffiliateCode`): the user as `address` and
+    `identifier_type`, the code chosen, its `name` (the client sends the code again), a rebate rate (0 to 1)."""
+
+    address: str
+    identifier_type: str
+    code: str
+    name: str | None = Field(None, max_length=256)
+    user_rebate_rate: Any = None  # a number from 0 to 1 (rewards.domain.referrals.parse_rebate_rate)
+
+
+class UpdateAffiliateCode(Signed):
+    """POST /affiliates/{user_identifier} (`updateAffiliateCode`): the new name of the user's affiliate code."""
+
+    code: str
+    identifier_type: str
+    user_identifier: str | None = None  # the path's, sent again by the client
+
+
+class UpdateRebateRate(Signed):
+    """POST /affiliates/{user_identifier}/rebate-rate (`updateRebateRate`): one of the user's codes' rebate rate."""
+
+    identifier_type: str
+    code: str = Field(max_length=64)  # any code of the user's, generated or chosen
+    rebate_rate: Any = Field(...)  # a number from 0 to 1
+    source_project_id: str | None = Field(None, max_length=256)  # the client's, for calls without a key: ignored
+
+
+# Fields only the client's form has: a body naming one of them, and not `user_identifier`, is createAffiliateCode's.
+CLIENT_FORM_FIELDS = frozenset({"address", "identifier_type", "code"})
+
+
+def _create_body_doc() -> dict:
+    """Either form's body (the document's request body: one of the two schemas)."""
+    extra = request_body_doc(CreateAffiliate)
+    media = extra["requestBody"]["content"]["application/json"]
+    media["schema"] = {"anyOf": [media["schema"], CreateAffiliateCode.model_json_schema()]}
+    return extra
+
+
+def _invalid(messages: list[str]) -> ApiError:
+    """A 400 whose message is always an array: the client's ValidationError (a single string would be a plain Error)."""
+    return ApiError(400, messages)
+
+
+def _user(identifier: str, identifier_type: str, field: str) -> User:
+    try:
+        return User(canonical_identifier(identifier, identifier_type), identifier_type)
+    except InvalidIdentifier as exc:
+        # named as this form names its fields (the identifier's type is `identifier_type` in each)
+        message = str(exc).replace("user_identifier_type", "identifier_type").replace("user_identifier", field)
+        raise _invalid([message]) from exc
+
+
+def _code(text: str) -> str:
+    if not is_affiliate_code(text):
+        raise _invalid([f"code {AFFILIATE_CODE_RULE}"])
+    return text
+
+
+def _rate(value: object, field: str) -> Decimal:
+    try:
+        return parse_rebate_rate(value)
+    except LimitError as exc:
+        raise _invalid([f"{field} {exc}"]) from exc
+
+
+async def _client_fields(request: Request, model: type[BaseModel]) -> Any:
+    try:
+        return await request_fields(request, model)
+    except ApiError as exc:
+        raise _invalid(exc.message if isinstance(exc.message, list) else [exc.message]) from exc
+
+
+def _affiliate_code_json(made: service.AffiliateCode) -> dict:
+    """The client's CreateAffiliateResponse: strings where it declares strings ("" for none)."""
+    affiliate, code = made.affiliate, made.code
+    return {
+        "id": affiliate.id,
+        "name": affiliate.name or "",
+        "code": code.code,
+        "user_identifier": affiliate.user.identifier,
+        "user_identifier_type": affiliate.user.identifier_type,
+        "region": affiliate.region or "",
+        "updated_at": format_timestamp(made.updated_at_ms),
+        "rebate_rate": None if code.rebate_rate is None else json_number(code.rebate_rate),
+    }
+
+
+CODE_WRITES = {
+    404: {"description": "The user has no affiliate code (or not that one)"},
+    409: {"description": "Code in use: another code has or had this name"},
+    **LOG_UNAVAILABLE,
+}
+
+
 @router.post(
     "",
     status_code=201,
-    openapi_extra=request_body_doc(CreateAffiliate),
-    responses={409: {"description": "Affiliate already exists: the user is registered"}, **LOG_UNAVAILABLE},
+    openapi_extra=_create_body_doc(),
+    responses={
+        409: {
+            "description": "Affiliate already exists: the user is registered (API.md §4 form); Code in use, or Address "
+            "in use (the user has an affiliate code: createAffiliateCode's form)"
+        },
+        **LOG_UNAVAILABLE,
+    },
 )
 async def create_affiliate(request: Request, principal: Principal = Depends(guard("service_role"))):
+    raw = json_body(await request.body())
+    if isinstance(raw, dict) and "user_identifier" not in raw and CLIENT_FORM_FIELDS & raw.keys():
+        return await _create_affiliate_code(request, raw, principal)
     try:
-        fields = CreateAffiliate.model_validate(json_body(await request.body()))
+        fields = CreateAffiliate.model_validate(raw)
     except ValidationError as exc:
         raise bad_request(validation_messages(exc)) from exc
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
@@ -47,3 +187,54 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
     )  # fmt: skip
     body = affiliate_json(registered.affiliate, registered.config, registered.codes, registered.figures)
     return JSONResponse(body, status_code=201)
+
+
+async def _create_affiliate_code(request: Request, raw: dict, principal: Principal) -> JSONResponse:
+    """API.md §7 `createAffiliateCode`: the code, and the user's registration as an affiliate if it is not one."""
+    try:
+        fields = CreateAffiliateCode.model_validate(raw)
+    except ValidationError as exc:
+        raise _invalid(validation_messages(exc)) from exc
+    user = _user(fields.address, fields.identifier_type, "address")
+    code = _code(fields.code)
+    rate = None if fields.user_rebate_rate is None else _rate(fields.user_rebate_rate, "user_rebate_rate")
+    backends = backends_of(request)
+    made = await service.create_affiliate_code(
+        backends.state, backends.log, principal.project_id, user, code, fields.name, rate, fields.proof()
+    )
+    return JSONResponse(_affiliate_code_json(made), status_code=201)
+
+
+# The user is one path segment (the client sends it raw; an identifier holding `/` cannot be named here).
+@router.post(
+    "/{user_identifier}/rebate-rate",
+    openapi_extra=request_body_doc(UpdateRebateRate),
+    responses={404: {"description": "The code is not one of the user's"}},
+)
+async def update_rebate_rate(
+    request: Request, user_identifier: str, principal: Principal = Depends(guard("service_role"))
+):
+    """API.md §7 `updateRebateRate`: the share (0 to 1) of each level-1 commission through the code that goes to the
+    referred user, for conversions processed from now on."""
+    fields: UpdateRebateRate = await _client_fields(request, UpdateRebateRate)
+    user = _user(user_identifier, fields.identifier_type, "user_identifier")
+    rate = _rate(fields.rebate_rate, "rebate_rate")
+    state = backends_of(request).state
+    record = await service.set_rebate_rate(state, principal.project_id, user, fields.code, rate, fields.proof())
+    return {"code": record.code, "rebate_rate": json_number(record.rebate_rate)}
+
+
+@router.post("/{user_identifier}", openapi_extra=request_body_doc(UpdateAffiliateCode), responses=CODE_WRITES)
+async def update_affiliate_code(
+    request: Request, user_identifier: str, principal: Principal = Depends(guard("service_role"))
+):
+    """API.md §7 `updateAffiliateCode`: the user's affiliate code takes the new name. It stays the same code: its uses,
+    referrals, rebate rate and figures go with it, and its former names stay its own (links with them still work)."""
+    fields: UpdateAffiliateCode = await _client_fields(request, UpdateAffiliateCode)
+    user = _user(user_identifier, fields.identifier_type, "user_identifier")
+    code = _code(fields.code)
+    backends = backends_of(request)
+    renamed = await service.rename_affiliate_code(
+        backends.state, backends.log, principal.project_id, user, code, fields.proof()
+    )
+    return _affiliate_code_json(renamed)

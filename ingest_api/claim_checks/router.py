@@ -1,4 +1,4 @@
-"""POST /claim-checks/close and /claim-checks/claims (API.md §5): HTTP to ingest_api.claim_checks.service."""
+"""POST /claim-checks/close and /claim-checks/claims (API.md §5, §7): HTTP to ingest_api.claim_checks.service."""
 
 from typing import Annotated
 
@@ -6,7 +6,6 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from ingest_api.claim_checks import service
-from rewards.domain import claim_checks
 from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.ports import Principal
 from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user, request_body_doc, request_fields
@@ -48,14 +47,25 @@ CHANGE_RESPONSES = {
 }
 
 
-@router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CHANGE_RESPONSES)
+CLOSE_RESPONSES = {
+    **CHANGE_RESPONSES,
+    409: {"description": "Conflict: the project has no claim signer (`claim signer not configured`), or a check is "
+                         "claimed already"},
+}  # fmt: skip
+
+
+@router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CLOSE_RESPONSES)
 async def close_checks(request: Request, principal: Principal = Depends(guard("service_role"))):
-    """Moves the user's open checks to `closed`; closing a closed check again is a no-op."""
+    """Moves the user's open checks to `closed` (closing a closed check again is a no-op) and answers, for each listed
+    check, the signed claim form an on-chain claim needs (the published client's `ClaimResponse`; README "Signed claim
+    checks"), unsigned when no EVM contract can pay the check. Without a claim signer: 409 and nothing changes."""
     fields: CloseChecks = await request_fields(request, CloseChecks)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     backends = backends_of(request)
-    checks = await service.close(backends.state, backends.log, principal.project_id, owner, fields.claim_check_ids)
-    return [claim_checks.check_json(check) for check in checks]
+    return await service.close_signed(
+        backends.state, backends.log, principal.project_id, owner, fields.claim_check_ids,
+        backends.settings.secrets_keys, now_ms(),
+    )  # fmt: skip
 
 
 @router.post("/claims", openapi_extra=request_body_doc(RecordClaims), responses=CHANGE_RESPONSES)

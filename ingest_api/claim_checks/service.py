@@ -1,23 +1,42 @@
-"""The writes of the claim check life cycle (API.md §5): closing a user's checks, recording their claims.
+"""The writes of the claim check life cycle (API.md §5): closing a user's checks (answering their signed claim forms,
+§7), recording their claims.
 
 The state store changes the checks atomically (all listed ids or none), with the records of their new states,
 published in its block so the workers bring the warehouse's read model up to date (the production store relays
 them itself if this process dies first). A retry publishes the current states again."""
 
+import asyncio
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Protocol
 
-from rewards.domain import claim_checks
+from rewards.domain import claim_checks, claim_signing
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.payouts import User
-from rewards.ports import ClaimCheckStore, EventLog
+from rewards.ports import ClaimCheckStore, EventLog, ProjectStore
 
 
-async def close(
-    state: ClaimCheckStore, log: EventLog, project_id: str, owner: User, ids: Sequence[str]
-) -> list[ClaimCheck]:
-    """The owner's open checks become `closed`; closing a closed check again is a no-op."""
-    return await _change(state, log, project_id, ids, claim_checks.close, owner)
+class SigningStore(ClaimCheckStore, ProjectStore, Protocol):
+    """What closing with signed forms reads and changes: the checks, and the project's signer and configuration."""
+
+
+async def close_signed(
+    state: SigningStore,
+    log: EventLog,
+    project_id: str,
+    owner: User,
+    ids: Sequence[str],
+    secrets_keys: Sequence[str],
+    now_ms: int,
+) -> list[dict]:
+    """The owner's open checks become `closed` (closing a closed check again is a no-op); answers a claim form for each
+    listed check (API.md §7), signed when an EVM contract can pay it. Without a signer, ClaimSignerNotConfigured (409)
+    and nothing changes."""
+    signer = claim_signing.open_signer(await state.get_claim_signer(project_id), secrets_keys)
+    contract = (await state.get_config(project_id)).claim_contract_address
+    closed = await _change(state, log, project_id, ids, claim_checks.close, owner)
+    # Signed once the change is made (the checks are closed whatever happens next), off the event loop: ~0.5 ms each.
+    return await asyncio.to_thread(claim_signing.claim_forms, closed, signer, contract, now_ms)
 
 
 async def record_claims(

@@ -1,14 +1,24 @@
-"""POST /events/batch, POST /events, GET /events/status (API.md §3): HTTP to ingest_api.events.service."""
+"""POST /events/batch, POST /events, GET /events/status (API.md §3; §7's tracking events on POST /events): HTTP to
+ingest_api.events.service and ingest_api.events.tracking."""
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import TypeAdapter
 
-from ingest_api.events import service
-from ingest_api.events.validation import InvalidEvents, parse_json, validate_batch, validate_event
+from ingest_api.events import service, tracking
+from ingest_api.events.validation import (
+    InvalidEvents,
+    is_tracking_event,
+    parse_json,
+    validate_batch,
+    validate_event,
+    validate_tracking_event,
+)
+from rewards.domain.tracking import names_project
 from rewards.ports import Principal
 from rewards.web.errors import ApiError, bad_request
 from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
-from schemas.events import BatchIn, EventIn
+from schemas.events import BatchIn, EventIn, FuulEvent
 
 router = APIRouter(tags=["events"])
 
@@ -16,6 +26,16 @@ router = APIRouter(tags=["events"])
 def _json_body(model) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
+
+# POST /events: a §3 event, or the client's FuulEvent (a tracking event, API.md §7), told apart by its dedup_id.
+_SINGLE_SCHEMA = TypeAdapter(EventIn | FuulEvent).json_schema()
+SINGLE_EVENT_DOC = {
+    "requestBody": {"required": True, "content": {"application/json": {"schema": _SINGLE_SCHEMA}}},
+    "parameters": [
+        {"name": "project_id", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "The multi-project form of the published client: must be the key's project (else 403)"}
+    ],
+}  # fmt: skip
 
 BATCH_RESPONSES = {
     200: {"description": "Accepted"},
@@ -46,18 +66,44 @@ async def post_batch(
 @router.post(
     "/events",
     status_code=201,
-    openapi_extra=_json_body(EventIn),
-    responses={409: {"description": "Event already exists: its dedup_id is known"}, **LOG_UNAVAILABLE},
+    openapi_extra=SINGLE_EVENT_DOC,
+    responses={
+        403: {"description": "Forbidden: the key lacks the scope, or project_id names another project"},
+        409: {"description": "Event already exists: its dedup_id is known (never for a tracking event)"},
+        **LOG_UNAVAILABLE,
+    },
 )
 async def post_event(request: Request, principal: Principal = Depends(guard("SendTrackingEvent", "events_single"))):
-    try:
-        event = validate_event(parse_json(await request.body()))
-    except InvalidEvents as exc:
-        raise bad_request(exc.messages) from exc
+    """One §3 event (with a dedup_id), or a tracking event of the published client (API.md §7: without one)."""
+    _check_projects(request.query_params.getlist("project_id"), principal.project_id)
+    raw = _valid(parse_json, await request.body())
+    if is_tracking_event(raw):
+        tracked = _valid(validate_tracking_event, raw)
+        _check_projects(tracked.project_ids, principal.project_id)
+        backends = backends_of(request)
+        windows = tracking.Windows(attribution_s=backends.settings.attribution_window)
+        count = await tracking.track(
+            backends.state, backends.log, backends.backpressure, principal.project_id, tracked, windows
+        )
+        return JSONResponse({"ingested_events": count}, status_code=201)  # 0: an exact repeat, never a 409
+    event = _valid(validate_event, raw)
     count, _ = await _accept(backends_of(request), principal.project_id, [event], None)
     if count == 0:
         raise ApiError(409, "Event already exists")
     return JSONResponse({"ingested_events": 1}, status_code=201)
+
+
+def _valid(validate, raw):
+    try:
+        return validate(raw)
+    except InvalidEvents as exc:
+        raise bad_request(exc.messages) from exc
+
+
+def _check_projects(named, project_id: str) -> None:
+    """The multi-project form names a project (query, body): it must be the key's."""
+    if any(not names_project(name, project_id) for name in named):
+        raise ApiError(403, "project_id is not this key's project")
 
 
 async def _accept(backends, project_id, events, idempotency):

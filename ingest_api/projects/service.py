@@ -1,5 +1,9 @@
-"""A project's payout configuration (API.md §6): the use cases, shared by the HTTP API and `rewards project config`."""
+"""A project's payout configuration (API.md §6) and its claim signer (§7): the use cases, shared by the HTTP API and
+`rewards project config` / `rewards project claim-signer`."""
 
+from collections.abc import Sequence
+
+from rewards.domain.claim_signing import SignerKey
 from rewards.domain.payout_config import PayoutConfig, config_from_document
 from rewards.ports import ProjectStore
 
@@ -9,8 +13,10 @@ def parse_config(document: object) -> PayoutConfig:
     return config_from_document(document)
 
 
-def config_json(config: PayoutConfig) -> dict:
-    return config.model_dump(mode="json", exclude_none=True)
+def config_json(config: PayoutConfig, signer_address: str | None = None) -> dict:
+    """The configuration as answered, with the address of the project's claim signer when it has one (its key never)."""
+    shown = config.model_dump(mode="json", exclude_none=True)
+    return shown if signer_address is None else {**shown, "claim_signer_address": signer_address}
 
 
 async def get_config(state: ProjectStore, project_id: str) -> PayoutConfig:
@@ -19,3 +25,16 @@ async def get_config(state: ProjectStore, project_id: str) -> PayoutConfig:
 
 async def put_config(state: ProjectStore, project_id: str, config: PayoutConfig) -> None:
     await state.put_config(project_id, config)
+
+
+async def signer_address(state: ProjectStore, project_id: str) -> str | None:
+    stored = await state.get_claim_signer(project_id)
+    return None if stored is None else stored.address
+
+
+async def put_claim_signer(
+    state: ProjectStore, project_id: str, signer: SignerKey | None, secrets_keys: Sequence[str]
+) -> None:
+    """Keep `signer` as the project's claim signer, its key sealed (encrypted with REWARDS_SECRETS_KEY when set);
+    None removes it."""
+    await state.put_claim_signer(project_id, None if signer is None else signer.sealed(secrets_keys))

@@ -4,10 +4,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rewards.domain.referrals import CodeRecord
+from rewards.domain.referrals import CodeRecord, code_figures_json
 from rewards.domain.timestamps import format_timestamp
 
 MaxUses = Annotated[int, Field(gt=0, le=2**31 - 1)] | None  # bounded: stored as a 64-bit integer, answered to JS
+# A new limit may be 0: the code is disabled (the published client documents `updateReferralCode({max_uses: 0})`).
+NewMaxUses = Annotated[int, Field(ge=0, le=2**31 - 1)] | None
 
 
 class CreateCodes(BaseModel):
@@ -27,7 +29,7 @@ class CreateCodes(BaseModel):
 
 class UpdateCode(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    max_uses: MaxUses = Field(...)
+    max_uses: NewMaxUses = Field(...)
 
 
 class UseCode(BaseModel):
@@ -45,7 +47,22 @@ class UseCode(BaseModel):
         return self.model_dump(include={"signature", "signature_message", "chain_id"}, exclude_none=True)
 
 
-def code_json(record: CodeRecord) -> dict:
+class RemoveReferral(BaseModel):
+    """DELETE /referral_codes/{code}/referrals (API.md §7 `deleteReferral`): the user and referrer in the query string,
+    the signature fields in the body (accepted; not verified)."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_identifier: str
+    user_identifier_type: str
+    referrer_identifier: str
+    referrer_identifier_type: str
+    signature: str | None = Field(None, max_length=1024)
+    signature_message: str | None = Field(None, max_length=4096)
+    chain_id: int | str | None = None
+
+
+def code_json(record: CodeRecord, figures: dict | None = None) -> dict:
+    """The code record (API.md §2) and its figures (`code_figures_json`; a new code's are zeros)."""
     return {
         "code": record.code,
         "created_at": format_timestamp(record.created_at_ms),
@@ -62,4 +79,5 @@ def code_json(record: CodeRecord) -> dict:
         "uses": record.current_uses,
         "remaining_uses": record.remaining_uses,
         "available": record.available,
+        **(figures or code_figures_json(record, {}, {})),
     }

@@ -3,9 +3,13 @@
 Writes change the state store and publish their record inside its block (rewards.ports), so the workers
 pay the referral rewards and the listing learns of new codes."""
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
 from rewards.domain.payouts import User
-from rewards.domain.referrals import CodeNotFound, CodeRecord
-from rewards.ports import EventLog, Referral, ReferralStore
+from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
+from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
 
 
 async def create_codes(
@@ -49,3 +53,50 @@ async def use_code(
         await log.publish(project_id, used.payload)
     record, _ = used.value
     return record
+
+
+async def figures_of(
+    traffic: CodeTrafficFigures | None, figures: CodeFigures | None, project_id: str, records: Sequence[CodeRecord]
+) -> dict[str, dict]:
+    """Each code's figures as its answer shows them (rewards.domain.referrals.code_figures_json), by code: clicks
+    from the tracking events' views, referred users and earnings from the warehouse's code_stats."""
+    if not records:
+        return {}
+    clicks: dict[str, int] = {}
+    if traffic is not None:
+        names = [name for record in records for name in record.all_names]
+        clicks = {name: found.clicks for name, found in (await traffic.of_codes(project_id, names)).items()}
+    stats = {} if figures is None else await figures.of_codes(project_id, records)
+    return {record.code: code_figures_json(record, clicks, stats) for record in records}
+
+
+async def remove_referral(
+    state: ReferralStore, log: EventLog, project_id: str, code: str, user: User, referrer: User
+) -> Referral:
+    """Remove `user`'s referral by `referrer` through `code` (API.md §7 deleteReferral): the user may be referred again;
+    what was paid stays. Published, so the warehouse counts it out of the referred users from then on."""
+    async with state.remove_referral(project_id, user, code, referrer) as removed:
+        await log.publish(project_id, removed.payload)
+    return removed.value
+
+
+@dataclass(frozen=True)
+class UserReferrer:
+    """A user's level-1 referrer (API.md §7 getUserReferrer): none (every field None) or who, through which code."""
+
+    referral: Referral | None = None
+    name: str | None = None  # the referrer's name as an affiliate (API.md §4)
+    codes: tuple[str, ...] = ()  # every code of the referrer, oldest first
+    rebate_rate: Decimal | None = None  # the rebate rate of the code that referred the user
+
+
+async def referrer_of(state: StateStore, project_id: str, user: User) -> UserReferrer:
+    referral = await state.referral_of(project_id, user)
+    if referral is None:
+        return UserReferrer()
+    referrer = referral.referrer
+    affiliate = await state.get_affiliate(project_id, referrer)
+    codes = (await state.codes_of(project_id, [referrer])).get(referrer, [])
+    rates = await state.rebate_rates(project_id, [referral.code])
+    name = None if affiliate is None else affiliate.name
+    return UserReferrer(referral, name, tuple(reversed(codes)), rates.get(referral.code))

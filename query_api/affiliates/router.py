@@ -1,4 +1,5 @@
-"""GET /affiliates (API.md §4): the dashboard's listing of a project's affiliates and their figures."""
+"""GET /affiliates (API.md §4): the dashboard's listing of a project's affiliates and their figures; and the published
+client's reads of one affiliate and of codes (API.md §7)."""
 
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -7,10 +8,11 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.affiliates import service
 from rewards.domain.affiliates import affiliate_json
-from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
+from rewards.domain.codes import is_affiliate_code
+from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
 from rewards.ports import Principal
-from rewards.web.errors import bad_request
-from rewards.web.http import MAX_PAGE, backends_of, guard
+from rewards.web.errors import bad_request, not_found
+from rewards.web.http import MAX_PAGE, backends_of, guard, parse_user
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -127,4 +129,68 @@ async def list_affiliates(
         "per_page": per_page,
         "total_count": total,
         "total_pages": -(-total // per_page),
+    }
+
+
+# -- the published client's reads of one affiliate and of codes (API.md §7): any key of the project ---------------
+# Registered after GET /affiliates (the listing) and, for the codes, before GET /affiliates/{user_identifier}, whose
+# path would match theirs.
+
+
+@router.get("/codes/{code}/availability")
+async def code_availability(request: Request, code: str, principal: Principal = Depends(guard(None))):
+    """`isAffiliateCodeAvailable`: the code (referral or affiliate, any of its names) exists and has uses left."""
+    record = await backends_of(request).state.get_code(principal.project_id, code)
+    return {"available": record is not None and record.available}
+
+
+@router.get("/codes/{code}")
+async def code_free(request: Request, code: str, principal: Principal = Depends(guard(None))):
+    """`isAffiliateCodeFree`: the text may be chosen as an affiliate code: no code of the project has or had it
+    (case-insensitively), and it is one (3-32 characters of A-Z a-z 0-9 _ -)."""
+    free = is_affiliate_code(code) and await backends_of(request).state.get_code(principal.project_id, code) is None
+    return {"free": free}
+
+
+@router.get(
+    "/{user_identifier}", responses={404: {"description": "Not Found: the user is not an affiliate"}}
+)  # one path segment: GET /affiliates/{user}/rebate-rate is no read (405)
+async def affiliate_info(
+    request: Request,
+    user_identifier: str,
+    identifier_type: str | None = None,
+    user_identifier_type: str | None = None,
+    principal: Principal = Depends(guard(None)),
+):
+    """`getAffiliateInfo` / `getAffiliateCode`: the affiliate and each of its codes (oldest first) with their figures:
+    uses, clicks, users referred through it, what it earned through it (points) and its rebate rate."""
+    user = parse_user(user_identifier, identifier_type or user_identifier_type)
+    backends = backends_of(request)
+    info = await service.affiliate_info(
+        backends.state, backends.traffic, backends.code_figures, principal.project_id, user
+    )
+    if info is None:
+        raise not_found("Affiliate not found")
+    config = await backends.state.get_config(principal.project_id)
+    tier = config.effective_tier(info.affiliate.tier)
+    affiliate = info.affiliate
+    return {
+        "id": affiliate.id,
+        "name": affiliate.name or "",
+        "user_identifier": user.identifier,
+        "user_identifier_type": user.identifier_type,
+        "updated_at": format_timestamp(info.updated_at_ms),
+        "region": affiliate.region or "",
+        "codes": [
+            {
+                "code": c.code,
+                "created_at": format_timestamp(c.created_at_ms),
+                "uses": c.current_uses,
+                **info.figures[c.code],
+            }
+            for c in info.codes
+        ],
+        "current_tier": None
+        if tier is None
+        else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank},
     }

@@ -13,14 +13,15 @@ from datetime import date
 
 from rewards.domain.affiliates import LEVELS, Figures, figures_from_row
 from rewards.domain.payouts import User
-from rewards.ports import Warehouse
+from rewards.domain.referrals import CodeRecord, code_figures_json
+from rewards.ports import Affiliate, CodeFigures, CodeTrafficFigures, StateStore, Warehouse
 
 # sort_by → the affiliate_listing expression an all-time page orders by (numeric figures, not their text)
 SORT_EXPRESSIONS = {
     "total_volume": "total_volume",
     **{f"r{n}_volume": f"r{n}_volume" for n in LEVELS},
     "total_earnings": "earnings",
-    "referred_users": "referred_users",
+    "referred_users": "referred_users - removed_users",
     "created_at": "created_at",
     "name": "lowerUTF8(name)",
 }
@@ -32,7 +33,10 @@ WINDOW_SUMS = {
 }
 FILTER_COLUMNS = {"statuses": "status", "regions": "region", "audiences": "audience", "tax_statuses": "tax_status"}
 _WINDOWED = [f"r{n}_volume" for n in LEVELS] + ["earnings"]  # the figures a window counts
-_PAGE_COLUMNS = "user_key, user_identifier_type, user_identifier, name, created_at, referred_users"
+_PAGE_COLUMNS = "user_key, user_identifier_type, user_identifier, name, created_at, referred_users, removed_users"
+# Referred users, less those whose referral was removed since (API.md §7 deleteReferral): named apart (an alias of the
+# column's own name would shadow it), read back as `referred_users`.
+_REFERRED = "referred_users - removed_users AS referred_now"
 _DECIMALS_AS_TEXT = " SETTINGS output_format_json_quote_decimals = 1"  # exact decimals reach Python as text
 
 
@@ -105,7 +109,7 @@ def page_sql(listing: Listing, project_id: str) -> tuple[str, dict]:
         params.update(day_from=listing.days[0].isoformat(), day_to=listing.days[1].isoformat())
     matching = f"affiliate_listing FINAL WHERE {' AND '.join(matching_conditions(listing, params))}"
     source, sort = _source(listing, matching)
-    figures = "referred_users" if listing.days is not None else ", ".join([*_WINDOWED, "referred_users"])
+    figures = _REFERRED if listing.days is not None else ", ".join([*_WINDOWED, _REFERRED])
     sql = (
         f"SELECT toString(user_key) AS key, user_identifier_type, user_identifier, {figures},"
         f" {_count(listing, matching)} AS total_count FROM {source}"
@@ -137,7 +141,13 @@ async def list_affiliates(warehouse: Warehouse, project_id: str, listing: Listin
         return [], total
     if listing.days is not None:
         page = await _with_window_figures(warehouse, project_id, listing.days, page)
-    rows = [Row(User(r["user_identifier"], r["user_identifier_type"]), figures_from_row(r)) for r in page]
+    rows = [
+        Row(
+            User(r["user_identifier"], r["user_identifier_type"]),
+            figures_from_row({**r, "referred_users": r["referred_now"]}),
+        )
+        for r in page
+    ]
     return rows, int(page[0]["total_count"])
 
 
@@ -154,3 +164,41 @@ async def _count_past_end(warehouse: Warehouse, page: str, params: dict) -> int:
     head = page.rsplit(" LIMIT ", 1)[0]
     rows = await warehouse.query(f"SELECT any(total_count) AS c FROM ({head} LIMIT 1)", params)
     return int(rows[0]["c"] or 0) if rows else 0  # nothing matches at all: any() of no rows is null
+
+
+# -- one affiliate and its codes (API.md §7: the published client's getAffiliateInfo / getAffiliateCode) -------------
+
+MAX_CODES = 1000  # an affiliate's codes answered at most (the newest, oldest first)
+
+
+@dataclass(frozen=True)
+class AffiliateInfo:
+    affiliate: Affiliate
+    codes: list[CodeRecord]  # oldest first
+    figures: dict[str, dict]  # each code's figures as its answer shows them (code_figures_json), by code
+
+    @property
+    def updated_at_ms(self) -> int:
+        """The latest of the registration and its codes' creations, renames and rebate rate changes."""
+        return max([self.affiliate.created_at_ms, *(c.updated_at_ms or c.created_at_ms for c in self.codes)])
+
+
+async def affiliate_info(
+    state: StateStore,
+    traffic: CodeTrafficFigures | None,
+    code_figures: CodeFigures | None,
+    project_id: str,
+    user: User,
+) -> AffiliateInfo | None:
+    """The affiliate `user` with every code of its (generated or chosen) and their figures; None if not one."""
+    affiliate = await state.get_affiliate(project_id, user)
+    if affiliate is None:
+        return None
+    newest, _ = await state.list_codes(project_id, user, 0, MAX_CODES)
+    codes = newest[::-1]
+    clicks: dict[str, int] = {}
+    if traffic is not None and codes:
+        names = [name for record in codes for name in record.all_names]
+        clicks = {name: found.clicks for name, found in (await traffic.of_codes(project_id, names)).items()}
+    stats = {} if code_figures is None or not codes else await code_figures.of_codes(project_id, codes)
+    return AffiliateInfo(affiliate, codes, {c.code: code_figures_json(c, clicks, stats) for c in codes})

@@ -1,16 +1,19 @@
-"""GET /claim-checks/claim-history, /claim-checks/totals, /claim-checks/rewards-payouts (API.md §5)."""
+"""GET /claim-checks/claim-history, /claim-checks/totals, /claim-checks/rewards-payouts (API.md §5); GET /claim-checks
+and POST /claim-checks/claim (§7: the published client's getClaimChecks and getClaimableChecks)."""
 
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from query_api.claim_checks import service
-from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, check_json, currency_json
+from rewards.domain import claim_signing
+from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, ClaimCheck, check_json, currency_json
 from rewards.domain.limits import clamp_time_ms
-from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
+from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, now_ms, parse_timestamp_ms
 from rewards.ports import Principal
 from rewards.web.errors import bad_request
-from rewards.web.http import PageParams, backends_of, guard, parse_user
+from rewards.web.http import PageParams, backends_of, guard, parse_user, request_body_doc, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 
@@ -104,3 +107,66 @@ async def rewards_payouts(
         backends_of(request).warehouse, principal.project_id, where, page.offset, page.size
     )
     return {"results": [check_json(c) for c in checks], "total_count": total, "next_page": page.next_page(total)}
+
+
+def check_item(check: ClaimCheck, deadline: int) -> dict:
+    """A check as the published client's `ClaimCheckItem` declares it: `currency_chain_id` a string, `currency_decimals`
+    and `deadline_seconds` numbers. `deadline_seconds`: for a closed check an EVM contract can pay, the deadline (unix
+    seconds) of the form POST /claim-checks/claim answers for it now (closed checks never expire: a later call answers
+    a later deadline); 0 for the others (open, claimed, or not payable on-chain)."""
+    signable = check.status == CLOSED and claim_signing.is_signable(check)
+    return {
+        "id": check.id,
+        **currency_json(check.currency),
+        "currency_chain_id": str(check.currency.chain_id),
+        "reason": check.reason,
+        "amount": str(check.amount),
+        "status": check.status,
+        "deadline_seconds": deadline if signable else 0,
+        "created_at": format_timestamp(check.created_ms),
+    }
+
+
+@router.get("")
+async def user_checks(
+    request: Request,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+    status: Status | None = None,
+    principal: Principal = Depends(guard(None)),
+):
+    """The user's checks, newest first: `{"claim_checks": [...]}`, at most the newest 1,000 (no pages: the published
+    client asks for none). `status`: `open`, `closed`, `unclaimed` (open or closed) or `claimed`."""
+    user = parse_user(user_identifier, user_identifier_type)
+    statuses = STATUSES_OF[status] if status else None
+    checks = await service.user_checks(backends_of(request).warehouse, principal.project_id, user, statuses)
+    deadline = claim_signing.form_deadline(now_ms())
+    return {"claim_checks": [check_item(check, deadline) for check in checks]}
+
+
+class ClaimableChecks(BaseModel):
+    """The user, in camelCase as the published client's `getClaimableChecks` sends it, or snake_case."""
+
+    model_config = ConfigDict(extra="forbid")
+    user_identifier: str = Field(validation_alias=AliasChoices("user_identifier", "userIdentifier"))
+    user_identifier_type: str = Field(validation_alias=AliasChoices("user_identifier_type", "userIdentifierType"))
+
+
+FORM_RESPONSES = {
+    409: {"description": "Conflict: the project has no claim signer (`claim signer not configured`)"},
+}
+
+
+@router.post(
+    "/claim", openapi_extra=request_body_doc(ClaimableChecks, required=False, query=True), responses=FORM_RESPONSES
+)
+async def claimable_checks(request: Request, principal: Principal = Depends(guard(None, "claim_forms"))):
+    """A read done by POST: the user's claimable checks (closed, payable by an EVM contract; among the newest 1,000),
+    each as the signed claim form an on-chain claim needs (the published client's `ClaimResponse`; README "Signed
+    claim checks")."""
+    fields: ClaimableChecks = await request_fields(request, ClaimableChecks)
+    user = parse_user(fields.user_identifier, fields.user_identifier_type)
+    backends = backends_of(request)
+    return await service.claim_forms(
+        backends.state, backends.warehouse, principal.project_id, user, backends.settings.secrets_keys, now_ms()
+    )

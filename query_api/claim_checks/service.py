@@ -6,12 +6,16 @@ sees an outdated version of a check (claim history's `status = 'claimed'` is the
 as explained there).
 """
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from rewards.domain.claim_checks import ClaimCheck
+from rewards.domain import claim_signing
+from rewards.domain.claim_checks import CLOSED, ClaimCheck
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
-from rewards.ports import Warehouse
+from rewards.ports import ClaimCheckStore, ProjectStore, Warehouse
 from schemas.clickhouse.values import ch_datetime
 
 CURRENCY = "currency_address, currency_chain_id, currency_name, currency_decimals"
@@ -152,3 +156,38 @@ def _check(row: dict) -> ClaimCheck:
         claimed_ms=None if row["claimed_ms"] is None else int(row["claimed_ms"]),
         version=int(row["version"]),
     )
+
+
+# A user's checks answer in one list (the published client pages nothing): the newest this many.
+MAX_USER_CHECKS = 1000
+
+
+async def user_checks(
+    warehouse: Warehouse, project_id: str, user: User, statuses: tuple[str, ...] | None
+) -> list[ClaimCheck]:
+    """The user's checks, newest first, at most MAX_USER_CHECKS."""
+    where = ChecksFilter(statuses=statuses, user=user)
+    return (await project_checks(warehouse, project_id, where, 0, MAX_USER_CHECKS))[0]
+
+
+class SigningStore(ClaimCheckStore, ProjectStore, Protocol):
+    """What the claim forms read of the state store: the checks' current states, the project's signer and config."""
+
+
+async def claim_forms(
+    state: SigningStore,
+    warehouse: Warehouse,
+    project_id: str,
+    user: User,
+    secrets_keys: Sequence[str],
+    now_ms: int,
+) -> list[dict]:
+    """A signed claim form for each of the user's claimable checks (API.md §7): closed, and payable by an EVM contract
+    (claim_signing.is_signable). The warehouse names the user's closed checks (the newest MAX_USER_CHECKS); the state
+    store, which changes first, says whether each is still closed (a check claimed a moment ago is left out)."""
+    signer = claim_signing.open_signer(await state.get_claim_signer(project_id), secrets_keys)
+    contract = (await state.get_config(project_id)).claim_contract_address
+    listed = await user_checks(warehouse, project_id, user, (CLOSED,))
+    current = await state.get_claim_checks(project_id, [check.id for check in listed])
+    claimable = [c for c in current if c.status == CLOSED and c.user == user and claim_signing.is_signable(c)]
+    return await asyncio.to_thread(claim_signing.claim_forms, claimable, signer, contract, now_ms)

@@ -8,7 +8,9 @@ from rewards.domain.payouts import User
 from rewards.ports import Warehouse
 from schemas.clickhouse.values import ch_datetime
 
-KINDS = ("affiliate_commission", "referral_reward", "end_user_reward", "campaign_bonus")
+# `rebate`: a referred user's share of a level-1 commission through a code with a rebate rate (API.md §7), earned as a
+# user (leaderboard/users); the commission's other share stays `affiliate_commission`.
+KINDS = ("affiliate_commission", "referral_reward", "end_user_reward", "campaign_bonus", "rebate")
 HOUR_MS = 3_600_000
 DT = "DateTime64(3, 'UTC')"
 

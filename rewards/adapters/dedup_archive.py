@@ -14,6 +14,7 @@ from rewards.ports import ArchiveUnavailable, Warehouse
 from schemas.clickhouse.values import param_chunks
 
 EVENT, CODE_USE, AFFILIATE, CODES_CREATED = "event", "code_use", "affiliate", "codes_created"
+REFERRAL_REMOVED = "referral_removed"  # a referral removed (API.md §7): its removal's id
 
 WRITTEN_AMONG = """
 SELECT kind, dedup_id, max(failed) AS failed

@@ -310,6 +310,55 @@ def project_config(
     _print({"project_id": project, "config": config_json(config)})
 
 
+@project_app.command("claim-signer")
+def project_claim_signer(
+    project: Annotated[str, typer.Option("--project", metavar="ID")],
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="The private key: 64 hex digits (0x optional)",
+        ),
+    ] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the project's claim signer")] = False,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Set the key that signs the project's claim checks (API.md §7), read from a file so that it stays out of the
+    shell's history and the process list; encrypted at rest when REWARDS_SECRETS_KEY is set. Prints its address only."""
+    from ingest_api.projects.service import put_claim_signer
+    from rewards.domain.claim_signing import InvalidSignerKey, parse_signer_key
+    from rewards.domain.sealing import SecretUnreadable
+    from rewards.settings import Settings
+
+    if (key_file is None) == (not remove):
+        _fail("pass either --key-file FILE or --remove")
+    signer = None
+    if key_file is not None:
+        try:
+            signer = parse_signer_key(key_file.read_text())
+        except (InvalidSignerKey, UnicodeDecodeError):
+            _fail(f"{key_file}: the key must be a secp256k1 private key: 64 hex digits, 0x optional")
+    secrets_keys = Settings().secrets_keys
+
+    async def put(state):
+        if not await state.project_exists(project):
+            return False
+        await put_claim_signer(state, project, signer, secrets_keys)
+        return True
+
+    try:
+        found = _with_state(data_dir, put)
+    except SecretUnreadable as exc:
+        _fail(str(exc))
+    if not found:
+        _fail(f"project {project} not found")
+    address = None if signer is None else signer.address
+    _print({"project_id": project, "claim_signer_address": address, "encrypted": bool(secrets_keys and signer)})
+
+
 @key_app.command("create")
 def key_create(
     project: Annotated[str, typer.Option("--project", metavar="ID")],

@@ -20,6 +20,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from rewards.adapters.affiliate_figures import WarehouseAffiliateFigures
+from rewards.adapters.code_figures import WarehouseCodeFigures
+from rewards.adapters.code_traffic import WarehouseCodeTraffic
 from rewards.ports import DedupArchive, EventLog, PlanStore, StateStore, Warehouse
 from rewards.settings import Settings
 from rewards.web.backends import Backends
@@ -175,7 +177,10 @@ async def open_backends(settings: Settings, urls: EngineUrls, *, publishes: bool
         opened.pop_all()  # all open: Backends.close closes them from now on
     source = log if consumes else None
     figures = WarehouseAffiliateFigures(warehouse)
-    return Backends(settings, state, log, source, warehouse, limiter, backpressure, figures)
+    traffic = WarehouseCodeTraffic(warehouse)
+    backends = Backends(settings, state, log, source, warehouse, limiter, backpressure, figures, traffic)
+    backends.code_figures = WarehouseCodeFigures(warehouse)
+    return backends
 
 
 async def open_embedded(settings: Settings) -> Backends:

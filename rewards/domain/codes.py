@@ -1,5 +1,8 @@
-"""Referral codes (API.md §2): 7 characters of A–Z0–9 from a cryptographic source."""
+"""Referral codes (API.md §2): 7 characters of A–Z0–9 from a cryptographic source; and affiliate codes (API.md §7):
+3–32 characters of A–Z a–z 0–9 _ - chosen by their owner. Both live in one namespace per project, matched
+case-insensitively (normalize_code)."""
 
+import re
 import secrets
 import string
 
@@ -23,3 +26,13 @@ def remaining_uses(max_uses: int | None, current_uses: int) -> int | None:
 
 def is_available(max_uses: int | None, current_uses: int) -> bool:
     return max_uses is None or current_uses < max_uses
+
+
+AFFILIATE_CODE_RULE = "must be 3 to 32 characters of A-Z, a-z, 0-9, _ and -"
+_AFFILIATE_CODE = re.compile(r"[A-Za-z0-9_-]{3,32}", re.ASCII)
+
+
+def is_affiliate_code(text: str) -> bool:
+    """Whether `text` may be chosen as an affiliate code (API.md §7); it is stored and answered as normalize_code
+    writes it (in capitals)."""
+    return _AFFILIATE_CODE.fullmatch(text) is not None

@@ -1,5 +1,6 @@
 """The project's payout configuration (API.md §6), validated with every problem named."""
 
+import re
 from decimal import Decimal
 from typing import Annotated, Literal
 
@@ -158,12 +159,27 @@ class Campaign(_Strict):
         return self
 
 
+_EVM_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+def _contract_address(value: str) -> str:
+    if _EVM_ADDRESS.fullmatch(value) is None:
+        raise ValueError("must be an EVM address: 0x and 40 hex digits")
+    return value.lower()
+
+
+ContractAddress = Annotated[str, AfterValidator(_contract_address)]
+
+
 class PayoutConfig(_Strict):
     default_tier: str | None = None
     tiers: list[Tier] = []
     conversions: list[Conversion] = []
     referral_reward: ReferralReward | None = None
     campaigns: list[Campaign] = []
+    # The on-chain contract that pays claim checks (API.md §7): the EIP-712 domain's verifyingContract and the signed
+    # forms' project_address (rewards.domain.claim_signing). Kept lowercase; absent, forms name the zero address.
+    claim_contract_address: ContractAddress | None = None
 
     @field_validator("tiers")
     @classmethod

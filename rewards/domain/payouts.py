@@ -1,14 +1,18 @@
 """The payout engine (API.md §6): pure arithmetic from an event, a configuration and a referral chain."""
 
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, replace
+from decimal import ROUND_DOWN, Decimal
 
-from rewards.domain.amounts import multiply, to_points, to_raw_token_units
+from rewards.domain.amounts import EXACT, multiply, to_points, to_raw_token_units
 from rewards.domain.limits import PAYOUT_LIMIT, parse_amount
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 
 MAX_LEVELS = 4
 POINT = "point"
+COMMISSION = "affiliate_commission"
+# The referred user's share of a level-1 commission paid through a code with a rebate rate (API.md §7): earned as a
+# user (role "user": leaderboard/users, the end-user side of the totals), level 0 like every payout but commissions.
+REBATE = "rebate"
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,7 @@ class User:
 
 @dataclass(frozen=True)
 class Payout:
-    kind: str  # affiliate_commission | referral_reward | end_user_reward | campaign_bonus
+    kind: str  # affiliate_commission | referral_reward | end_user_reward | campaign_bonus | rebate
     role: str  # "affiliate" (earned as an affiliate) or "user" (earned as an end user)
     level: int  # 1-4 for commissions, 0 otherwise
     recipient: User
@@ -40,10 +44,12 @@ def conversion_payouts(
     config: PayoutConfig,
     referrer_chain: list[User],
     l1_tier_id: str | None,
+    rebate_rate: Decimal | None = None,
 ) -> list[Payout]:
-    """Every payout one conversion event earns. `referrer_chain[0]` referred the event's user."""
+    """Every payout one conversion event earns. `referrer_chain[0]` referred the event's user, through a code whose
+    rebate rate is `rebate_rate` (None: none)."""
     rules = Rules(config)
-    return rules.payouts(event, rules.base(event), referrer_chain, l1_tier_id)
+    return rules.payouts(event, rules.base(event), referrer_chain, l1_tier_id, rebate_rate)
 
 
 @dataclass(frozen=True)
@@ -97,14 +103,19 @@ class Rules:
         return None if rule is None else _base_amount(rule.base, event.args)
 
     def effects(
-        self, event: Conversion, referrer_chain: list[User], l1_tier_id: str | None
+        self, event: Conversion, referrer_chain: list[User], l1_tier_id: str | None, rebate_rate: Decimal | None = None
     ) -> tuple[list[Payout], list[Volume]]:
         """conversion_payouts and conversion_volumes at once, the base amount computed once."""
         base = self.base(event)
-        return self.payouts(event, base, referrer_chain, l1_tier_id), self.volumes(base, referrer_chain)
+        return self.payouts(event, base, referrer_chain, l1_tier_id, rebate_rate), self.volumes(base, referrer_chain)
 
     def payouts(
-        self, event: Conversion, base: Decimal | None, referrer_chain: list[User], l1_tier_id: str | None
+        self,
+        event: Conversion,
+        base: Decimal | None,
+        referrer_chain: list[User],
+        l1_tier_id: str | None,
+        rebate_rate: Decimal | None = None,
     ) -> list[Payout]:
         rule = self._rules.get(event.name)
         payouts: list[Payout] = []
@@ -119,7 +130,9 @@ class Rules:
                 rates = (r.r1, r.r2, r.r3, r.r4)
                 for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1):
                     amount = multiply(base, rates[level - 1])
-                    _add_rounded(payouts, "affiliate_commission", "affiliate", level, affiliate, amount, rule.currency)
+                    _add_rounded(payouts, COMMISSION, "affiliate", level, affiliate, amount, rule.currency)
+                if rebate_rate:
+                    payouts = with_rebate(payouts, rebate_rate, event.user)
         for campaign in self.campaigns:
             if event.name in campaign.event_names and campaign.starts_at <= event.timestamp_ms < campaign.ends_at:
                 _add_rounded(payouts, "campaign_bonus", "user", 0, event.user, campaign.bonus, POINT)
@@ -147,6 +160,31 @@ def _base_amount(base, args: dict) -> Decimal | None:
     # The edge accepted only amounts within the limits: one that is not (a record from before the limits)
     # raises LimitError, and the worker sets the record aside rather than guess.
     return multiply(base.rate, parse_amount(amount))
+
+
+def with_rebate(payouts: list[Payout], rebate_rate: Decimal, referred: User) -> list[Payout]:
+    """`payouts` with each level-1 commission split (API.md §7): `rebate_rate` of it, rounded down to what its
+    currency carries (18 places of points, raw token units), becomes a `rebate` to the referred user, right after the
+    commission, which keeps the rest. The two sum to the commission exactly; a part that is zero is not written."""
+    split: list[Payout] = []
+    for payout in payouts:
+        if payout.kind != COMMISSION or payout.level != 1:
+            split.append(payout)
+            continue
+        share = _round_down(multiply(payout.amount, rebate_rate), payout.currency)
+        kept = EXACT.subtract(payout.amount, share)
+        if kept > 0:
+            split.append(replace(payout, amount=kept))
+        if share > 0:
+            split.append(Payout(REBATE, "user", 0, referred, share, payout.currency))
+    return split
+
+
+def _round_down(amount: Decimal, currency) -> Decimal:
+    """An amount in a payout's own unit (points, or raw token units) rounded down to what that unit carries."""
+    if isinstance(currency, TokenCurrency):
+        return amount.to_integral_value(rounding=ROUND_DOWN, context=EXACT)
+    return to_points(amount)
 
 
 class PayoutTooLarge(ValueError):

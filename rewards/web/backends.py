@@ -2,7 +2,15 @@
 
 from dataclasses import dataclass
 
-from rewards.ports import AffiliateFigures, EventLog, EventSource, StateStore, Warehouse
+from rewards.ports import (
+    AffiliateFigures,
+    CodeFigures,
+    CodeTrafficFigures,
+    EventLog,
+    EventSource,
+    StateStore,
+    Warehouse,
+)
 from rewards.settings import Settings
 from rewards.web.backpressure import Backpressure
 from rewards.web.ratelimit import RateLimiter
@@ -18,6 +26,8 @@ class Backends:
     limiter: RateLimiter
     backpressure: Backpressure | None = None  # in processes that accept events
     figures: AffiliateFigures | None = None  # affiliates' figures so far, for the ingest edge's registrations
+    traffic: CodeTrafficFigures | None = None  # referral codes' clicks and attributions (tracking events)
+    code_figures: CodeFigures | None = None  # referral codes' referred users and earnings (the warehouse's code_stats)
 
     async def close(self) -> None:
         close_log = getattr(self.log, "close", None)  # the embedded outbox closes with the state store

@@ -22,6 +22,7 @@ DEFAULT_LIMITS = {
     "payouts_summary": "100/minute",
     "referral_codes_create": "60/minute",
     "claim_history": "100/minute",
+    "claim_forms": "100/minute",  # POST /claim-checks/claim: signs up to 1,000 forms (ours: not in API.md §0)
 }
 
 # The `limits` library's Redis key prefix (limits.aio.storage.RedisStorage.PREFIX).

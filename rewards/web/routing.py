@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-QUERY_ROUTES = (("GET", "/api/v1/payouts"), ("GET", "/api/v1/affiliates"), ("GET", "/api/v1/claim-checks"))
+QUERY_ROUTES = (
+    ("GET", "/api/v1/payouts"),
+    ("GET", "/api/v1/affiliates"),
+    ("GET", "/api/v1/claim-checks"),
+    # A read done by POST (API.md §7, the published client's getClaimableChecks): the user's closed checks are listed
+    # by the warehouse, their current states read from the state store, and signed.
+    ("POST", "/api/v1/claim-checks/claim"),
+)
 
 
 def service_for(method: str, path: str) -> Literal["ingest", "query"]:

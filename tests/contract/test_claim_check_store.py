@@ -68,3 +68,14 @@ async def test_claim_checks_undone_when_block_raises(store: ClaimCheckStore, pid
             assert [c.status for c in closed.value] == [cc.CLOSED, cc.CLOSED]
             raise Boom
     assert await current(store, pid, [a.id, b.id]) == [a, replace(b, status=cc.CLOSED, version=2)]
+
+
+async def test_claim_checks_read_by_id(store: ClaimCheckStore, pid: str, other_pid: str):
+    a, b = check(pid, 1, user(1)), check(pid, 2, user(2))
+    await store.register_claim_checks(pid, [a, b])
+    assert await store.get_claim_checks(pid, []) == []
+    assert await store.get_claim_checks(pid, [b.id, "cc_missing", a.id, b.id]) == [b, a]  # their order, once each
+    async with store.update_claim_checks(pid, [a.id], cc.close, user(1)):
+        pass
+    assert await store.get_claim_checks(pid, [a.id]) == [replace(a, status=cc.CLOSED, version=2)]
+    assert await store.get_claim_checks(other_pid, [a.id, b.id]) == []

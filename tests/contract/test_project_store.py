@@ -1,5 +1,6 @@
 """The ProjectStore contract: projects, their keys, their payout configuration."""
 
+from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.ports import ProjectStore
 from tests.contract.support import assert_implements
@@ -48,3 +49,19 @@ async def test_config_round_trip(store: ProjectStore, pid: str):
     assert await store.get_config(pid) == config
     await store.put_config(pid, EMPTY_CONFIG)
     assert await store.get_config(pid) == EMPTY_CONFIG
+
+
+async def test_claim_signer_round_trip_apart_from_the_config(store: ProjectStore, pid: str, other_pid: str):
+    assert await store.get_claim_signer(pid) is None
+    signer = StoredSigner(address="0x" + "ab" * 20, sealed_key="fernet:gAAAAB-sealed")
+    await store.put_claim_signer(pid, signer)
+    assert await store.get_claim_signer(pid) == signer
+    assert await store.get_claim_signer(other_pid) is None
+    await store.put_config(pid, EMPTY_CONFIG)  # the configuration is replaced whole: the signer stays
+    assert await store.get_claim_signer(pid) == signer
+    replaced = StoredSigner(address="0x" + "cd" * 20, sealed_key="plain:" + "11" * 32)
+    await store.put_claim_signer(pid, replaced)
+    assert await store.get_claim_signer(pid) == replaced
+    await store.put_claim_signer(pid, None)
+    assert await store.get_claim_signer(pid) is None
+    await store.put_claim_signer(pid, None)  # removing none: a no-op

@@ -53,11 +53,21 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE TABLE IF NOT EXISTS claim_checks (
     project_id TEXT NOT NULL, id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL,
     record TEXT NOT NULL, PRIMARY KEY (project_id, id)) WITHOUT ROWID;
+-- A project's claim signer (API.md §7), apart from its configuration: its address, its key sealed
+-- (rewards.domain.sealing).
+CREATE TABLE IF NOT EXISTS claim_signers (
+    project_id TEXT PRIMARY KEY, address TEXT NOT NULL, sealed_key TEXT NOT NULL, updated_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, project_id TEXT NOT NULL, payload BLOB NOT NULL,
     created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox_plan (
     id INTEGER PRIMARY KEY CHECK (id = 1), first_id INTEGER NOT NULL, last_id INTEGER NOT NULL);
+-- Tracking events (API.md §7), each row until expires_ms: kind 'repeat' (key: an exact repeat's key), 'code' and
+-- 'user' (key: a tracking id; value: its code, its user as <type>:<identifier>).
+CREATE TABLE IF NOT EXISTS tracking (
+    project_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL, PRIMARY KEY (project_id, kind, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tracking_by_expiry ON tracking (expires_ms);
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).
@@ -79,11 +89,37 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                 conn.execute(f"UPDATE {table} SET {column} = ?", (int(time.time() * 1000),))
         for statement in filter(str.strip, _TIME_INDEXES.split(";")):
             conn.execute(statement)
+        _upgrade_codes(conn)
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+# Affiliate codes and rebates (API.md §7): columns of codes and referrals, and the names renamed codes had.
+_CODE_COLUMNS = (
+    ("codes", "chosen", "INTEGER NOT NULL DEFAULT 0"),  # 1: an affiliate code (chosen by its owner)
+    ("codes", "rebate_rate", "TEXT"),  # exact decimal text; NULL: none
+    ("codes", "proof", "TEXT"),  # the signature fields of its last creation, rename or rebate change (JSON)
+    ("codes", "updated_ms", "INTEGER"),  # its last rename or rebate change
+    ("referrals", "use_id", "TEXT"),  # the use that made the referral (NULL: made before this column)
+)
+_CODE_TABLES = """
+CREATE TABLE IF NOT EXISTS code_names (
+    project_id TEXT NOT NULL, name TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (project_id, name)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS code_names_by_code ON code_names (project_id, code);
+CREATE INDEX IF NOT EXISTS codes_chosen ON codes (project_id, owner_type, owner_id) WHERE chosen = 1;
+CREATE INDEX IF NOT EXISTS referrals_by_code ON referrals (project_id, code);
+"""
+
+
+def _upgrade_codes(conn: sqlite3.Connection) -> None:
+    for table, column, declaration in _CODE_COLUMNS:
+        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    for statement in filter(str.strip, _CODE_TABLES.split(";")):
+        conn.execute(statement)
 
 
 _in_transaction: contextvars.ContextVar[bool] = contextvars.ContextVar("in_sqlite_transaction", default=False)

@@ -5,19 +5,34 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
+from decimal import Decimal
 
 from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 from rewards.domain import keys
 from rewards.domain.affiliates import affiliate_record, codes_created_record, stored_affiliate, stored_attributes
+from rewards.domain.amounts import format_amount
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
+from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.errors import IdempotencyKeyReused
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.payouts import User
-from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
+from rewards.domain.referrals import (
+    AddressInUse,
+    AffiliateCodeNotFound,
+    CodeInUse,
+    CodeNotFound,
+    CodeRecord,
+    CodeUse,
+    MaxUsesBelowCurrent,
+    ReferralNotFound,
+    check_use,
+    max_uses_below_current,
+    referral_removed_record,
+)
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Affiliate, Change, IngestClaim, Principal, Referral
-from schemas.records import ClaimCheckRecord, CodeUseRecord, dump_records
+from schemas.records import ClaimCheckRecord, CodeUseRecord, ReferralRemovedRecord, dump_records
 
 _CHAIN_LIMIT = 64  # referral chains are walked this far when looking for cycles
 # dedup.processed: 0 accepted, 1 processed, 2 failed (set aside by the workers as a dead letter)
@@ -30,7 +45,7 @@ SWEEP_LIMIT = 256  # rows of each table deleted at most per sweep (one per inges
 
 class SqliteStateStore:
     """The reference adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore and ClaimCheckStore.
+    ReferralStore, IngestStore, ClaimCheckStore and TrackingStore.
 
     Dedup ids and users' event names are kept for `dedup_window_s`, Idempotency-Key records for
     `idempotency_ttl_s`: a row past its time reads as absent at once, and every ingest deletes up to
@@ -122,6 +137,27 @@ class SqliteStateStore:
             )
         )
 
+    async def put_claim_signer(self, project_id: str, signer: StoredSigner | None) -> None:
+        if signer is None:
+            await self._db.run(lambda c: c.execute("DELETE FROM claim_signers WHERE project_id = ?", (project_id,)))
+            return
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO claim_signers (project_id, address, sealed_key, updated_ms) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (project_id) DO UPDATE SET address = excluded.address, sealed_key = excluded.sealed_key, "
+                "updated_ms = excluded.updated_ms",
+                (project_id, signer.address, signer.sealed_key, now_ms()),
+            )
+        )
+
+    async def get_claim_signer(self, project_id: str) -> StoredSigner | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT address, sealed_key FROM claim_signers WHERE project_id = ?", (project_id,)
+            ).fetchone()
+        )
+        return None if row is None else StoredSigner(address=row["address"], sealed_key=row["sealed_key"])
+
     # -- affiliates ----------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -161,6 +197,9 @@ class SqliteStateStore:
             codes: list[str] = []
             while len(codes) < quantity:
                 code = generate_code()
+                former = c.execute("SELECT 1 FROM code_names WHERE project_id = ? AND name = ?", (project_id, code))
+                if former.fetchone() is not None:
+                    continue  # the former name of a renamed code: still that code's
                 cursor = c.execute(
                     "INSERT OR IGNORE INTO codes (project_id, code, owner_type, owner_id, max_uses, created_ms, seq) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -212,24 +251,27 @@ class SqliteStateStore:
             record = self._read_code(c, project_id, code)
             if record is None:
                 raise CodeNotFound("Referral code not found")
-            if max_uses is not None and max_uses < record.current_uses:
+            if max_uses_below_current(max_uses, record.current_uses):
                 raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
-            c.execute("UPDATE codes SET max_uses = ? WHERE project_id = ? AND code = ?", (max_uses, project_id, code))
-            return self._read_code(c, project_id, code)
+            c.execute(
+                "UPDATE codes SET max_uses = ? WHERE project_id = ? AND code = ?", (max_uses, project_id, record.code)
+            )
+            return self._read_code(c, project_id, record.code)
 
         return await self._db.run(update)
 
     @asynccontextmanager
     async def use_code(self, project_id: str, code: str, user: User, proof: dict):
-        code = normalize_code(code)
+        named = normalize_code(code)
         used_at = now_ms()
         use_id = uuid.uuid4().hex
 
         def use(c: sqlite3.Connection) -> tuple[CodeRecord, CodeUseRecord]:
-            record = self._read_code(c, project_id, code)
+            record = self._read_code(c, project_id, named)
             if record is None:
                 raise CodeNotFound("Referral code not found")
             check_use(record, user, self._referrer(c, project_id, user), self._chain(c, project_id, record.owner))
+            code = record.code  # its current name (it may have been found by a former one)
             c.execute(
                 "UPDATE codes SET current_uses = current_uses + 1 WHERE project_id = ? AND code = ?", (project_id, code)
             )
@@ -239,10 +281,10 @@ class SqliteStateStore:
                 (project_id, code, use_id, user.identifier_type, user.identifier, used_at, json.dumps(proof)),
             )
             c.execute(
-                "INSERT INTO referrals (project_id, user_type, user_id, referrer_type, referrer_id, code, referred_ms)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO referrals (project_id, user_type, user_id, referrer_type, referrer_id, code, referred_ms,"
+                " use_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (project_id, user.identifier_type, user.identifier, record.owner.identifier_type,
-                 record.owner.identifier, code, used_at),
+                 record.owner.identifier, code, used_at, use_id),
             )  # fmt: skip
             event = CodeUseRecord(
                 project_id=project_id, use_id=use_id, code=code,
@@ -287,7 +329,16 @@ class SqliteStateStore:
         return chain
 
     def _read_code(self, c: sqlite3.Connection, project_id: str, code: str) -> CodeRecord | None:
+        """The code named `code` (normalized), by its current name or a former one."""
         row = c.execute("SELECT * FROM codes WHERE project_id = ? AND code = ?", (project_id, code)).fetchone()
+        if row is None:
+            renamed = c.execute(
+                "SELECT code FROM code_names WHERE project_id = ? AND name = ?", (project_id, code)
+            ).fetchone()
+            if renamed is not None:
+                row = c.execute(
+                    "SELECT * FROM codes WHERE project_id = ? AND code = ?", (project_id, renamed["code"])
+                ).fetchone()
         return None if row is None else self._code_record(c, row)
 
     @staticmethod
@@ -296,6 +347,9 @@ class SqliteStateStore:
             "SELECT user_id, user_type, used_ms FROM code_uses WHERE project_id = ? AND code = ? ORDER BY used_ms",
             (row["project_id"], row["code"]),
         ).fetchall()
+        names = c.execute(
+            "SELECT name FROM code_names WHERE project_id = ? AND code = ?", (row["project_id"], row["code"])
+        ).fetchall()
         return CodeRecord(
             code=row["code"],
             owner=User(row["owner_id"], row["owner_type"]),
@@ -303,6 +357,10 @@ class SqliteStateStore:
             max_uses=row["max_uses"],
             current_uses=row["current_uses"],
             used_by=[CodeUse(u["user_id"], u["user_type"], u["used_ms"]) for u in uses],
+            chosen=bool(row["chosen"]),
+            rebate_rate=None if row["rebate_rate"] is None else Decimal(row["rebate_rate"]),
+            names=tuple(sorted(n["name"] for n in names)),
+            updated_at_ms=row["updated_ms"],
         )
 
     # -- events ----------------------------------------------------------------------------------
@@ -478,6 +536,17 @@ class SqliteStateStore:
             raise ClaimCheckNotFound(f"claim check {check_id} not found")
         return from_record(ClaimCheckRecord.model_validate_json(row["record"]))
 
+    async def get_claim_checks(self, project_id: str, ids: Sequence[str]) -> list[ClaimCheck]:
+        def read(c: sqlite3.Connection) -> dict[str, str]:
+            rows = c.execute(
+                f"SELECT id, record FROM claim_checks WHERE project_id = ? AND id IN ({','.join('?' * len(ids))})",
+                (project_id, *ids),
+            ).fetchall()
+            return {row["id"]: row["record"] for row in rows}
+
+        found = await self._db.run(read) if ids else {}
+        return [from_record(ClaimCheckRecord.model_validate_json(found[i])) for i in dict.fromkeys(ids) if i in found]
+
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
         def read(c: sqlite3.Connection) -> set[str]:
             marks = ",".join("?" * len(dedup_ids))
@@ -495,6 +564,236 @@ class SqliteStateStore:
 
     async def close(self) -> None:
         await self._db.close()
+
+    # -- tracking events (API.md §7): rows until their expiry, swept by each write --------------------------
+
+    @asynccontextmanager
+    async def first_within(self, project_id: str, key: str, window_s: float):
+        now = now_ms()
+        token = uuid.uuid4().hex
+
+        def claim(c: sqlite3.Connection) -> bool:
+            _sweep_tracking(c, now, SWEEP_LIMIT)
+            cursor = c.execute(
+                "INSERT INTO tracking (project_id, kind, key, value, expires_ms) VALUES (?, 'repeat', ?, ?, ?) "
+                "ON CONFLICT (project_id, kind, key) DO UPDATE SET value = excluded.value, "
+                "expires_ms = excluded.expires_ms WHERE tracking.expires_ms <= ?",
+                (project_id, key, token, now + _ms(window_s), now),
+            )
+            return cursor.rowcount == 1
+
+        first = await self._db.run(claim)
+        try:
+            yield first
+        except BaseException as exc:
+            if first and getattr(exc, "maybe_published", False) is not True:
+                await self._db.run(
+                    lambda c: c.execute(
+                        "DELETE FROM tracking WHERE project_id = ? AND kind = 'repeat' AND key = ? AND value = ?",
+                        (project_id, key, token),
+                    )
+                )
+            raise
+
+    async def bind_code(self, project_id: str, tracking_id: str, code: str, ttl_s: float) -> None:
+        await self._db.run(lambda c: _bind(c, project_id, "code", tracking_id, code, ttl_s))
+
+    async def bind_user(self, project_id: str, tracking_id: str, user: User, ttl_s: float) -> str | None:
+        def bind(c: sqlite3.Connection) -> str | None:
+            _bind(c, project_id, "user", tracking_id, f"{user.identifier_type}:{user.identifier}", ttl_s)
+            return _bound(c, project_id, "code", tracking_id)
+
+        return await self._db.run(bind)
+
+    async def tracked_user(self, project_id: str, tracking_id: str) -> User | None:
+        value = await self._db.run(lambda c: _bound(c, project_id, "user", tracking_id))
+        if value is None:
+            return None
+        identifier_type, identifier = value.split(":", 1)
+        return User(identifier, identifier_type)
+
+    # -- affiliate codes (API.md §7): a code chosen by its owner; renamed, it keeps its former names ------------
+
+    @asynccontextmanager
+    async def create_affiliate_code(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ):
+        key, created = normalize_code(code), now_ms()
+
+        def insert(c: sqlite3.Connection) -> CodeRecord:
+            if _name_taken(c, project_id, key):
+                raise CodeInUse()
+            if _chosen_code(c, project_id, owner) is not None:
+                raise AddressInUse()
+            seq = c.execute("SELECT COALESCE(MAX(seq), 0) FROM codes WHERE project_id = ?", (project_id,)).fetchone()[0]
+            c.execute(
+                "INSERT INTO codes (project_id, code, owner_type, owner_id, max_uses, created_ms, seq, chosen, "
+                "rebate_rate, proof) VALUES (?, ?, ?, ?, NULL, ?, ?, 1, ?, ?)",
+                (project_id, key, owner.identifier_type, owner.identifier, created, seq + 1, _rate_text(rebate_rate),
+                 json.dumps(proof)),
+            )  # fmt: skip
+            return self._read_code(c, project_id, key)
+
+        async with self._db.transaction():
+            record = await self._db.run(insert)
+            yield Change(record, dump_records([codes_created_record(project_id, owner, [record])]))
+
+    @asynccontextmanager
+    async def rename_affiliate_code(self, project_id: str, owner: User, code: str, proof: dict):
+        key, now = normalize_code(code), now_ms()
+
+        def rename(c: sqlite3.Connection) -> tuple[CodeRecord, bool]:
+            current = _chosen_code(c, project_id, owner)
+            if current is None:
+                raise AffiliateCodeNotFound("The user has no affiliate code")
+            if key == current:
+                return self._read_code(c, project_id, current), False
+            own_name = c.execute(
+                "SELECT 1 FROM code_names WHERE project_id = ? AND name = ? AND code = ?", (project_id, key, current)
+            ).fetchone()
+            if own_name is None and _name_taken(c, project_id, key):
+                raise CodeInUse()
+            moved = (key, project_id, current)
+            c.execute("DELETE FROM code_names WHERE project_id = ? AND name = ?", (project_id, key))
+            c.execute("UPDATE code_names SET code = ? WHERE project_id = ? AND code = ?", moved)
+            c.execute("INSERT INTO code_names (project_id, name, code) VALUES (?, ?, ?)", (project_id, current, key))
+            c.execute(
+                "UPDATE codes SET code = ?, proof = ?, updated_ms = ? WHERE project_id = ? AND code = ?",
+                (key, json.dumps(proof), now, project_id, current),
+            )
+            c.execute("UPDATE code_uses SET code = ? WHERE project_id = ? AND code = ?", moved)
+            c.execute("UPDATE referrals SET code = ? WHERE project_id = ? AND code = ?", moved)
+            return self._read_code(c, project_id, key), True
+
+        async with self._db.transaction():
+            record, renamed = await self._db.run(rename)
+            yield Change(record, dump_records([codes_created_record(project_id, owner, [record])]) if renamed else None)
+
+    async def set_rebate_rate(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ) -> CodeRecord:
+        def update(c: sqlite3.Connection) -> CodeRecord:
+            record = self._read_code(c, project_id, normalize_code(code))
+            if record is None or record.owner != owner:
+                raise AffiliateCodeNotFound("The user has no such code")
+            c.execute(
+                "UPDATE codes SET rebate_rate = ?, proof = ?, updated_ms = ? WHERE project_id = ? AND code = ?",
+                (_rate_text(rebate_rate), json.dumps(proof), now_ms(), project_id, record.code),
+            )
+            return self._read_code(c, project_id, record.code)
+
+        return await self._db.run(update)
+
+    @asynccontextmanager
+    async def remove_referral(self, project_id: str, user: User, code: str, referrer: User):
+        removed_at = now_ms()
+
+        def remove(c: sqlite3.Connection) -> ReferralRemovedRecord:
+            where = "project_id = ? AND user_type = ? AND user_id = ?"
+            who = (project_id, user.identifier_type, user.identifier)
+            row = c.execute(f"SELECT * FROM referrals WHERE {where}", who).fetchone()
+            named = self._read_code(c, project_id, normalize_code(code))
+            by = None if row is None else User(row["referrer_id"], row["referrer_type"])
+            if row is None or named is None or named.code != row["code"] or by != referrer:
+                raise ReferralNotFound("Referral not found")
+            c.execute(f"DELETE FROM referrals WHERE {where}", who)
+            use_id = row["use_id"]
+            if use_id is None:  # a referral made before its use was recorded beside it: its use, found by its time
+                use = c.execute(
+                    "SELECT use_id FROM code_uses WHERE project_id = ? AND code = ? AND user_type = ? AND user_id = ? "
+                    "AND used_ms = ?",
+                    (project_id, row["code"], user.identifier_type, user.identifier, row["referred_ms"]),
+                ).fetchone()
+                use_id = "" if use is None else use["use_id"]
+            return referral_removed_record(
+                project_id, uuid.uuid4().hex, use_id, row["code"], referrer, user, row["referred_ms"], removed_at
+            )
+
+        async with self._db.transaction():
+            record = await self._db.run(remove)
+            yield Change(Referral(record.code, referrer, record.referred_at_ms), dump_records([record]))
+
+    async def referrals_among(self, project_id: str, users: Sequence[User]) -> dict[User, Referral]:
+        def read(c: sqlite3.Connection) -> dict[User, Referral]:
+            found = {}
+            for user in dict.fromkeys(users):
+                row = c.execute(
+                    "SELECT referrer_type, referrer_id, code, referred_ms FROM referrals "
+                    "WHERE project_id = ? AND user_type = ? AND user_id = ?",
+                    (project_id, user.identifier_type, user.identifier),
+                ).fetchone()
+                if row is not None:
+                    referrer = User(row["referrer_id"], row["referrer_type"])
+                    found[user] = Referral(row["code"], referrer, row["referred_ms"])
+            return found
+
+        return await self._db.run(read)
+
+    async def rebate_rates(self, project_id: str, codes: Sequence[str]) -> dict[str, Decimal]:
+        def read(c: sqlite3.Connection) -> dict[str, Decimal]:
+            rates = {}
+            for code in dict.fromkeys(codes):
+                row = c.execute(
+                    "SELECT rebate_rate FROM codes WHERE project_id = ? AND code = ?", (project_id, code)
+                ).fetchone()
+                if row is not None and row["rebate_rate"] is not None:
+                    rates[code] = Decimal(row["rebate_rate"])
+            return rates
+
+        return await self._db.run(read)
+
+
+def _name_taken(c: sqlite3.Connection, project_id: str, name: str) -> bool:
+    """Whether a code of the project has the name (normalized), or had it."""
+    return (
+        c.execute("SELECT 1 FROM codes WHERE project_id = ? AND code = ?", (project_id, name)).fetchone() is not None
+        or c.execute("SELECT 1 FROM code_names WHERE project_id = ? AND name = ?", (project_id, name)).fetchone()
+        is not None
+    )
+
+
+def _chosen_code(c: sqlite3.Connection, project_id: str, owner: User) -> str | None:
+    """The name of `owner`'s affiliate code, None if it has none."""
+    row = c.execute(
+        "SELECT code FROM codes WHERE project_id = ? AND owner_type = ? AND owner_id = ? AND chosen = 1",
+        (project_id, owner.identifier_type, owner.identifier),
+    ).fetchone()
+    return None if row is None else row["code"]
+
+
+def _rate_text(rate: Decimal | None) -> str | None:
+    return None if rate is None else format_amount(rate)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _bind(c: sqlite3.Connection, project_id: str, kind: str, tracking_id: str, value: str, ttl_s: float) -> None:
+    now = now_ms()
+    _sweep_tracking(c, now, SWEEP_LIMIT)
+    c.execute(
+        "INSERT INTO tracking (project_id, kind, key, value, expires_ms) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (project_id, kind, key) DO UPDATE SET value = excluded.value, expires_ms = excluded.expires_ms",
+        (project_id, kind, tracking_id, value, now + _ms(ttl_s)),
+    )
+
+
+def _bound(c: sqlite3.Connection, project_id: str, kind: str, tracking_id: str) -> str | None:
+    row = c.execute(
+        "SELECT value FROM tracking WHERE project_id = ? AND kind = ? AND key = ? AND expires_ms > ?",
+        (project_id, kind, tracking_id, now_ms()),
+    ).fetchone()
+    return None if row is None else row["value"]
+
+
+def _sweep_tracking(c: sqlite3.Connection, now: int, limit: int) -> int:
+    """Delete up to `limit` expired tracking rows (found by their expiry index: an empty sweep is one probe)."""
+    return c.execute(
+        "DELETE FROM tracking WHERE (project_id, kind, key) IN "
+        "(SELECT project_id, kind, key FROM tracking WHERE expires_ms <= ? ORDER BY expires_ms LIMIT ?)",
+        (now, limit),
+    ).rowcount
 
 
 # The affiliates table's columns (rewards.adapters.embedded.sqlite_db) named otherwise than the attributes they hold.

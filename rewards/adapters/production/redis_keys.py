@@ -11,7 +11,11 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:config                        string  the payout configuration (JSON)
     rw:{p}:affiliates                    hash    <user> → affiliate (JSON)
     rw:{p}:code_seq                      string  creation sequence of the project's codes
-    rw:{p}:code:<CODE>                   hash    owner, created_ms, max_uses (absent: unlimited), current_uses, seq
+    rw:{p}:code:<CODE>                   hash    owner, created_ms, max_uses (absent: unlimited), current_uses, seq;
+                                                 an affiliate code (API.md §7): chosen (1), rebate_rate, proof (JSON),
+                                                 updated_ms, names (JSON list of its former names, once renamed)
+    rw:{p}:code_names                    hash    a renamed code's former name → its current name (names stay taken)
+    rw:{p}:affiliate_codes               hash    <user> → the name of the user's affiliate code
     rw:{p}:code_uses:<CODE>              list    uses in order, JSON {use_id, user, at, proof}
     rw:{p}:owner_codes:<user>            zset    code → seq
     rw:{p}:referrals                     hash    <user> → JSON {by: <referrer user>, code, at}
@@ -22,9 +26,16 @@ checks that every command the store sends keeps to one slot.)
                                                  the user's last event)
     rw:{p}:idem:<Idempotency-Key>        hash    body_hash, token (while pending) or response (24 h TTL)
     rw:{p}:claim_check:<id>              string  the ClaimCheckRecord (JSON)
+    rw:{p}:claim_signer                  hash    address, sealed_key (rewards.domain.sealing), updated_ms: the
+                                                 project's claim signer (API.md §7), never answered
     rw:{p}:outbox                        zset    outbox entry id → due time (ms): when the relay may publish it
     rw:{p}:outbox_records                hash    outbox entry id → the message to publish (dump_records of the
                                                  records of one state change, written by the change's script)
+    rw:{p}:track_repeat:<key>            string  a tracking event's exact-repeat key (API.md §7; TTL: 60 s)
+    rw:{p}:track_code:<tracking_id>      string  the referral code the tracking id arrived through (TTL: the
+                                                 attribution window from the last pageview naming it)
+    rw:{p}:track_user:<tracking_id>      string  the tracking id's user, <user> (TTL: the attribution window from
+                                                 its last connect_wallet)
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
@@ -100,8 +111,26 @@ class ProjectKeys:
     def claim_check(self, check_id: str) -> str:
         return self._key("claim_check", check_id)
 
+    def claim_signer(self) -> str:
+        return self._key("claim_signer")
+
     def outbox(self) -> str:
         return self._key("outbox")
 
     def outbox_records(self) -> str:
         return self._key("outbox_records")
+
+    def tracking_repeat(self, key: str) -> str:
+        return self._key("track_repeat", key)
+
+    def tracking_code(self, tracking_id: str) -> str:
+        return self._key("track_code", tracking_id)
+
+    def tracking_user(self, tracking_id: str) -> str:
+        return self._key("track_user", tracking_id)
+
+    def code_names(self) -> str:
+        return self._key("code_names")
+
+    def affiliate_codes(self) -> str:
+        return self._key("affiliate_codes")

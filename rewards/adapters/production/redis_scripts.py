@@ -169,10 +169,11 @@ return found
 
 # KEYS: code, code_uses; ARGV: max_uses ('' for none), how many of the latest uses to read. Python checked the
 # new limit against the uses; this re-checks it: 'changed' (nothing written) if the code is gone or has more
-# uses than the limit by now. Returns {'set', the code's fields (flat), its latest uses} or {'changed'}.
+# uses than the limit by now (0, which disables the code, is never below them). Returns {'set', the code's fields
+# (flat), its latest uses} or {'changed'}.
 SET_MAX_USES = """
 local uses = redis.call('HGET', KEYS[1], 'current_uses')
-if not uses or (ARGV[1] ~= '' and tonumber(uses) > tonumber(ARGV[1])) then return {'changed'} end
+if not uses or (ARGV[1] ~= '' and ARGV[1] ~= '0' and tonumber(uses) > tonumber(ARGV[1])) then return {'changed'} end
 if ARGV[1] == '' then redis.call('HDEL', KEYS[1], 'max_uses') else redis.call('HSET', KEYS[1], 'max_uses', ARGV[1]) end
 return {'set', redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], -tonumber(ARGV[2]), -1)}
 """
@@ -424,6 +425,140 @@ return 0
 """
 
 
+# -- affiliate codes (API.md §7): one per user, in the namespace of referral codes; a renamed code keeps its names ----
+
+# KEYS: outbox, outbox_records, code_seq, owner_codes, the code hash, code_names, affiliate_codes; ARGV: the entry (4),
+# owner, created_ms, the name, rebate rate ('' none), proof (JSON). Returns 'created', 'code_in_use' (the name is a
+# code's or was one), 'address_in_use' (the owner has an affiliate code) or 'stale'; nothing written but 'created'.
+CREATE_AFFILIATE_CODE = (
+    _OUTBOX
+    + """
+if outbox_stale() then return 'stale' end
+if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('HEXISTS', KEYS[6], ARGV[7]) == 1 then return 'code_in_use' end
+if redis.call('HEXISTS', KEYS[7], ARGV[5]) == 1 then return 'address_in_use' end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('HSET', KEYS[5], 'owner', ARGV[5], 'created_ms', ARGV[6], 'current_uses', 0, 'seq', seq, 'chosen', 1,
+  'proof', ARGV[9])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], 'rebate_rate', ARGV[8]) end
+redis.call('ZADD', KEYS[4], seq, ARGV[7])
+redis.call('HSET', KEYS[7], ARGV[5], ARGV[7])
+outbox_add()
+return 'created'
+"""
+)
+
+# KEYS: outbox, outbox_records, owner_codes, the code hash, affiliate_codes; ARGV: entry id, due, the name, owner.
+UNDO_AFFILIATE_CODE = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+redis.call('DEL', KEYS[4])
+redis.call('ZREM', KEYS[3], ARGV[3])
+if redis.call('HGET', KEYS[5], ARGV[4]) == ARGV[3] then redis.call('HDEL', KEYS[5], ARGV[4]) end
+outbox_remove()
+return 1
+"""
+)
+
+# KEYS: outbox, outbox_records, affiliate_codes, code_names, owner_codes, the old name's code hash and code_uses, the
+# new name's code hash and code_uses; ARGV: the entry (4), owner, old name, new name, proof (JSON), now (ms). The
+# code's hash and uses move to the new name; the old name and every former one point to it; a former name taken
+# again stops being one. Returns 'renamed', 'changed' (the owner's code is not the old name any more: read again),
+# 'code_in_use' (another code has or had the new name) or 'stale'.
+RENAME_AFFILIATE_CODE = (
+    _OUTBOX
+    + """
+if outbox_stale() then return 'stale' end
+if redis.call('HGET', KEYS[3], ARGV[5]) ~= ARGV[6] or redis.call('EXISTS', KEYS[6]) == 0 then return 'changed' end
+local own = redis.call('HGET', KEYS[4], ARGV[7]) == ARGV[6]
+if not own and (redis.call('EXISTS', KEYS[8]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[7]) == 1) then
+  return 'code_in_use'
+end
+local names = {}
+for _, name in ipairs(cjson.decode(redis.call('HGET', KEYS[6], 'names') or '[]')) do
+  if name ~= ARGV[7] then
+    names[#names + 1] = name
+    redis.call('HSET', KEYS[4], name, ARGV[7])
+  end
+end
+names[#names + 1] = ARGV[6]
+redis.call('HDEL', KEYS[4], ARGV[7])
+redis.call('HSET', KEYS[4], ARGV[6], ARGV[7])
+redis.call('RENAME', KEYS[6], KEYS[8])
+if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('RENAME', KEYS[7], KEYS[9]) end
+redis.call('HSET', KEYS[8], 'names', cjson.encode(names), 'proof', ARGV[8], 'updated_ms', ARGV[9])
+local seq = redis.call('ZSCORE', KEYS[5], ARGV[6])
+redis.call('ZREM', KEYS[5], ARGV[6])
+if seq then redis.call('ZADD', KEYS[5], seq, ARGV[7]) end
+redis.call('HSET', KEYS[3], ARGV[5], ARGV[7])
+outbox_add()
+return 'renamed'
+"""
+)
+
+# KEYS: as RENAME_AFFILIATE_CODE's; ARGV: entry id, due, owner, old name, new name, and the code's names, proof and
+# updated_ms before the rename ('' where it had none). Puts everything back, if the code still has the new name.
+UNDO_RENAME_AFFILIATE_CODE = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+if redis.call('HGET', KEYS[3], ARGV[3]) == ARGV[5] and redis.call('EXISTS', KEYS[8]) == 1 then
+  redis.call('RENAME', KEYS[8], KEYS[6])
+  if redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS[9], KEYS[7]) end
+  redis.call('HDEL', KEYS[4], ARGV[4])
+  local before = {}
+  if ARGV[6] ~= '' then before = cjson.decode(ARGV[6]) end
+  for _, name in ipairs(before) do redis.call('HSET', KEYS[4], name, ARGV[4]) end
+  for i, field in ipairs({'names', 'proof', 'updated_ms'}) do
+    if ARGV[5 + i] == '' then redis.call('HDEL', KEYS[6], field)
+    else redis.call('HSET', KEYS[6], field, ARGV[5 + i]) end
+  end
+  local seq = redis.call('ZSCORE', KEYS[5], ARGV[5])
+  redis.call('ZREM', KEYS[5], ARGV[5])
+  if seq then redis.call('ZADD', KEYS[5], seq, ARGV[4]) end
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+end
+outbox_remove()
+return 1
+"""
+)
+
+# KEYS: the code hash; ARGV: owner, rebate rate ('' none), proof (JSON), now (ms). Returns 1, or 0 (nothing written)
+# when the code is not the owner's (or no longer has this name).
+SET_REBATE_RATE = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'rebate_rate')
+else redis.call('HSET', KEYS[1], 'rebate_rate', ARGV[2]) end
+redis.call('HSET', KEYS[1], 'proof', ARGV[3], 'updated_ms', ARGV[4])
+return 1
+"""
+
+# KEYS: outbox, outbox_records, referrals; ARGV: the entry (4), user, the referral edge as Python read it. Returns
+# 'removed', 'changed' (the edge is not that one any more: read again) or 'stale'.
+REMOVE_REFERRAL = (
+    _OUTBOX
+    + """
+if outbox_stale() then return 'stale' end
+if redis.call('HGET', KEYS[3], ARGV[5]) ~= ARGV[6] then return 'changed' end
+redis.call('HDEL', KEYS[3], ARGV[5])
+outbox_add()
+return 'removed'
+"""
+)
+
+# KEYS: outbox, outbox_records, referrals; ARGV: entry id, due, user, the edge removed. Back, unless the user was
+# referred again since.
+UNDO_REMOVE_REFERRAL = (
+    _OUTBOX
+    + """
+if not outbox_own() then return 0 end
+redis.call('HSETNX', KEYS[3], ARGV[3], ARGV[4])
+outbox_remove()
+return 1
+"""
+)
+
+
 @dataclass(frozen=True)
 class Scripts:
     delete_project: AsyncScript
@@ -453,6 +588,13 @@ class Scripts:
     outbox_touch: AsyncScript
     outbox_index: AsyncScript
     outbox_forget_project: AsyncScript
+    create_affiliate_code: AsyncScript
+    undo_affiliate_code: AsyncScript
+    rename_affiliate_code: AsyncScript
+    undo_rename_affiliate_code: AsyncScript
+    set_rebate_rate: AsyncScript
+    remove_referral: AsyncScript
+    undo_remove_referral: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":
@@ -484,5 +626,12 @@ class Scripts:
             "outbox_touch": OUTBOX_TOUCH,
             "outbox_index": OUTBOX_INDEX,
             "outbox_forget_project": OUTBOX_FORGET_PROJECT,
+            "create_affiliate_code": CREATE_AFFILIATE_CODE,
+            "undo_affiliate_code": UNDO_AFFILIATE_CODE,
+            "rename_affiliate_code": RENAME_AFFILIATE_CODE,
+            "undo_rename_affiliate_code": UNDO_RENAME_AFFILIATE_CODE,
+            "set_rebate_rate": SET_REBATE_RATE,
+            "remove_referral": REMOVE_REFERRAL,
+            "undo_remove_referral": UNDO_REMOVE_REFERRAL,
         }
         return cls(**{name: redis.register_script(source) for name, source in sources.items()})

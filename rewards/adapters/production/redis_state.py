@@ -11,6 +11,9 @@ change on entry and undoes it if the block raises; until the undo, concurrent re
   along the edge.
 - update_claim_checks: the changed checks. The undo puts a check back only if no later update
   replaced it since (a later update built on ours and published its own state).
+- create_affiliate_code: the code (its name taken, its owner's one affiliate code); rename_affiliate_code: the
+  code under its new name (the undo moves it back only if it still has that name); remove_referral: the referral's
+  absence (the undo puts it back unless the user was referred again since).
 - ingest: claims are *pending* until the block exits, and pending ids read as not found; an
   overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
 
@@ -42,6 +45,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import structlog
@@ -57,12 +61,26 @@ from rewards.adapters.production.redis_keys import ProjectKeys, parse_user_field
 from rewards.adapters.production.redis_scripts import Scripts
 from rewards.domain import keys
 from rewards.domain.affiliates import affiliate_record, codes_created_record, stored_affiliate, stored_attributes
+from rewards.domain.amounts import format_amount
 from rewards.domain.claim_checks import ClaimCheck, ClaimCheckNotFound, from_record, to_record
+from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.codes import generate_code, normalize_code
 from rewards.domain.errors import IdempotencyKeyReused
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.payouts import User
-from rewards.domain.referrals import CodeNotFound, CodeRecord, CodeUse, MaxUsesBelowCurrent, check_use
+from rewards.domain.referrals import (
+    AddressInUse,
+    AffiliateCodeNotFound,
+    CodeInUse,
+    CodeNotFound,
+    CodeRecord,
+    CodeUse,
+    MaxUsesBelowCurrent,
+    ReferralNotFound,
+    check_use,
+    max_uses_below_current,
+    referral_removed_record,
+)
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Affiliate, Change, DedupArchive, IngestClaim, Principal, Referral
 from rewards.settings import Settings
@@ -166,7 +184,7 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 
 class RedisStateStore:
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore and ClaimCheckStore.
+    ReferralStore, IngestStore, ClaimCheckStore and TrackingStore.
 
     Dedup windows: an accepted id is kept for `dedup_window_s`; once processed or failed, for `hot_window_s`
     (never past its window; None: the whole window). With an `archive` (the warehouse's `dedup_ids`), ids Redis
@@ -371,6 +389,18 @@ class RedisStateStore:
     async def put_config(self, project_id: str, config: PayoutConfig) -> None:
         await self._redis.set(ProjectKeys(project_id).config(), config.model_dump_json())
 
+    async def put_claim_signer(self, project_id: str, signer: StoredSigner | None) -> None:
+        key = ProjectKeys(project_id).claim_signer()
+        if signer is None:
+            await self._redis.delete(key)
+            return
+        mapping = {"address": signer.address, "sealed_key": signer.sealed_key, "updated_ms": now_ms()}
+        await self._redis.hset(key, mapping=mapping)
+
+    async def get_claim_signer(self, project_id: str) -> StoredSigner | None:
+        address, sealed_key = await self._redis.hmget(ProjectKeys(project_id).claim_signer(), ["address", "sealed_key"])
+        return None if address is None or sealed_key is None else StoredSigner(address=address, sealed_key=sealed_key)
+
     # -- affiliates ----------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -402,6 +432,10 @@ class RedisStateStore:
     async def create_codes(self, project_id: str, owner: User, quantity: int, max_uses: int | None):
         k, created_ms, codes = ProjectKeys(project_id), now_ms(), _draw_codes(quantity)
         for _ in range(_ATTEMPTS):  # all or none: candidates colliding with existing codes are drawn again
+            former = await self._redis.hmget(k.code_names(), codes)  # a renamed code's names stay its own
+            if any(name is not None for name in former):
+                codes = _draw_codes(quantity, [c for c, name in zip(codes, former, strict=True) if name is None])
+                continue
             records = [CodeRecord(code, owner, created_ms, max_uses, 0, []) for code in codes]
             entry = replace(_new_entry(), payload=dump_records([codes_created_record(project_id, owner, records)]))
             code_keys = [k.code(c) for c in codes]
@@ -433,17 +467,26 @@ class RedisStateStore:
         return {owner: codes for owner, codes in zip(unique, found, strict=True) if codes}
 
     async def get_code(self, project_id: str, code: str) -> CodeRecord | None:
-        records = await self._read_codes(ProjectKeys(project_id), [normalize_code(code)])
+        k, name = ProjectKeys(project_id), normalize_code(code)
+        records = await self._read_codes(k, [name])
+        if not records:  # a renamed code's former name finds it
+            current = await self._redis.hget(k.code_names(), name)
+            records = [] if current is None else await self._read_codes(k, [current])
         return records[0] if records else None
 
+    async def _current_name(self, k: ProjectKeys, name: str) -> str:
+        """The current name of the code named `name` (a former name of a renamed code: its new one), else `name`."""
+        return await self._redis.hget(k.code_names(), name) or name
+
     async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord:
-        k, code = ProjectKeys(project_id), normalize_code(code)
+        k = ProjectKeys(project_id)
+        code = await self._current_name(k, normalize_code(code))
         keys, args = [k.code(code), k.code_uses(code)], ["" if max_uses is None else max_uses, USED_BY_LIMIT]
         for _ in range(_ATTEMPTS):  # checked here, then again by the script (a use may have come in between)
             record = _code_record(code, await self._redis.hgetall(k.code(code)), [])
             if record is None:
                 raise CodeNotFound("Referral code not found")
-            if max_uses is not None and max_uses < record.current_uses:
+            if max_uses_below_current(max_uses, record.current_uses):
                 raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
             result = await self._scripts.set_max_uses(keys=keys, args=args)
             if result[0] == "set":
@@ -452,7 +495,8 @@ class RedisStateStore:
 
     @asynccontextmanager
     async def use_code(self, project_id: str, code: str, user: User, proof: dict):
-        k, code, used_at = ProjectKeys(project_id), normalize_code(code), now_ms()
+        k, used_at = ProjectKeys(project_id), now_ms()
+        code = await self._current_name(k, normalize_code(code))
         use_id = uuid.uuid4().hex
         use = _json({"use_id": use_id, "user": user_field(user), "at": used_at, "proof": proof})
         entry = _new_entry(use_id)
@@ -494,11 +538,7 @@ class RedisStateStore:
         return record, None if edge is None else parse_user_field(json.loads(edge)["by"])
 
     async def referral_of(self, project_id: str, user: User) -> Referral | None:
-        edge = await self._redis.hget(ProjectKeys(project_id).referrals(), user_field(user))
-        if edge is None:
-            return None
-        edge = json.loads(edge)
-        return Referral(edge["code"], parse_user_field(edge["by"]), edge["at"])
+        return (await self.referrals_among(project_id, [user])).get(user)
 
     async def referrer_chains(self, project_id: str, users: Sequence[User], depth: int) -> dict[User, list[User]]:
         users = list(dict.fromkeys(users))
@@ -692,6 +732,14 @@ class RedisStateStore:
         async with self._published(k, entry, undo, changed) as published:
             yield published
 
+    async def get_claim_checks(self, project_id: str, ids: Sequence[str]) -> list[ClaimCheck]:
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        k = ProjectKeys(project_id)
+        found = await self._redis.mget([k.claim_check(check_id) for check_id in ids])  # one slot: the project's
+        return [from_record(ClaimCheckRecord.model_validate_json(raw)) for raw in found if raw is not None]
+
     # -- the outbox of the changes above (outbox_relay publishes what their requests did not) ---------------------
 
     async def _outbox_write(
@@ -748,6 +796,166 @@ class RedisStateStore:
         if self._archive is not None:
             await self._archive.close()
 
+    # -- tracking events (API.md §7): keys with TTLs (see redis_keys) ------------------------------------------
+
+    @asynccontextmanager
+    async def first_within(self, project_id: str, key: str, window_s: float):
+        repeat = ProjectKeys(project_id).tracking_repeat(key)
+        started = time.monotonic()
+
+        def forget():
+            # Ours while its TTL (counted from the SET, after `started`) has not run out: no other request could
+            # have set it meanwhile (they found it and were repeats).
+            return self._redis.delete(repeat) if time.monotonic() - started < window_s else asyncio.sleep(0, 0)
+
+        first = await _applied(self._redis.set(repeat, "1", nx=True, px=_ms(window_s)), forget) is True
+        try:
+            yield first
+        except BaseException as exc:
+            if first and not _maybe_published(exc):
+                await _try_undo(forget)
+            raise
+
+    async def bind_code(self, project_id: str, tracking_id: str, code: str, ttl_s: float) -> None:
+        await self._redis.set(ProjectKeys(project_id).tracking_code(tracking_id), code, px=_ms(ttl_s))
+
+    async def bind_user(self, project_id: str, tracking_id: str, user: User, ttl_s: float) -> str | None:
+        k = ProjectKeys(project_id)
+        async with self._redis.pipeline(transaction=False) as pipe:  # one slot: the project's
+            pipe.set(k.tracking_user(tracking_id), user_field(user), px=_ms(ttl_s))
+            pipe.get(k.tracking_code(tracking_id))
+            _, code = await pipe.execute()
+        return code
+
+    async def tracked_user(self, project_id: str, tracking_id: str) -> User | None:
+        value = await self._redis.get(ProjectKeys(project_id).tracking_user(tracking_id))
+        return None if value is None else parse_user_field(value)
+
+    # -- affiliate codes (API.md §7): a code chosen by its owner; renamed, it keeps its former names ------------
+
+    @asynccontextmanager
+    async def create_affiliate_code(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ):
+        k, name, created_ms = ProjectKeys(project_id), normalize_code(code), now_ms()
+        record = CodeRecord(name, owner, created_ms, None, 0, [], chosen=True, rebate_rate=_rate(rebate_rate))
+        entry = replace(_new_entry(), payload=dump_records([codes_created_record(project_id, owner, [record])]))
+        owner_field = user_field(owner)
+        undo_keys = [k.owner_codes(owner), k.code(name), k.affiliate_codes()]
+        undo = self._outbox_undo(k, entry, self._scripts.undo_affiliate_code, undo_keys, [name, owner_field])
+        keys = [k.code_seq(), k.owner_codes(owner), k.code(name), k.code_names(), k.affiliate_codes()]
+        args = [owner_field, created_ms, name, _rate_text(rebate_rate), _json(proof)]
+        result = await self._outbox_write(k, entry, self._scripts.create_affiliate_code, keys, args, undo)
+        if result == "code_in_use":
+            raise CodeInUse()
+        if result == "address_in_use":
+            raise AddressInUse()
+        async with self._published(k, entry, undo, record) as change:
+            yield change
+
+    @asynccontextmanager
+    async def rename_affiliate_code(self, project_id: str, owner: User, code: str, proof: dict):
+        k, name, owner_field = ProjectKeys(project_id), normalize_code(code), user_field(owner)
+        for _ in range(_ATTEMPTS):  # the script re-checks that the owner's code still has the name read
+            old = await self._redis.hget(k.affiliate_codes(), owner_field)
+            if old is None:
+                raise AffiliateCodeNotFound("The user has no affiliate code")
+            fields = await self._redis.hgetall(k.code(old))
+            before = _code_record(old, fields, [])
+            if before is None:
+                continue
+            if old == name:
+                yield Change((await self._read_codes(k, [old]))[0], None)
+                return
+            renamed = replace(before, code=name, names=tuple(sorted({*before.names, old} - {name})))
+            renamed = replace(renamed, updated_at_ms=now_ms())
+            entry = replace(_new_entry(), payload=dump_records([codes_created_record(project_id, owner, [renamed])]))
+            keys = [k.affiliate_codes(), k.code_names(), k.owner_codes(owner), k.code(old), k.code_uses(old),
+                    k.code(name), k.code_uses(name)]  # fmt: skip
+            earlier = [fields.get(field, "") for field in ("names", "proof", "updated_ms")]
+            undo_args = [owner_field, old, name, *earlier]
+            undo = self._outbox_undo(k, entry, self._scripts.undo_rename_affiliate_code, keys, undo_args)
+            args = [owner_field, old, name, _json(proof), renamed.updated_at_ms]
+            result = await self._outbox_write(k, entry, self._scripts.rename_affiliate_code, keys, args, undo)
+            if result == "code_in_use":
+                raise CodeInUse()
+            if result == "renamed":
+                break
+        else:
+            raise StateChanging(f"the affiliate code of {owner_field} kept changing ({k.project_id})")
+        records = await self._read_codes(k, [name])
+        async with self._published(k, entry, undo, records[0] if records else renamed) as change:
+            yield change
+
+    async def set_rebate_rate(
+        self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
+    ) -> CodeRecord:
+        k = ProjectKeys(project_id)
+        for _ in range(2):  # once more if the code was renamed between the lookup of its name and the change
+            name = await self._current_name(k, normalize_code(code))
+            args = [user_field(owner), _rate_text(rebate_rate), _json(proof), now_ms()]
+            if await self._scripts.set_rebate_rate(keys=[k.code(name)], args=args) == 1:
+                return (await self._read_codes(k, [name]))[0]
+        raise AffiliateCodeNotFound("The user has no such code")
+
+    @asynccontextmanager
+    async def remove_referral(self, project_id: str, user: User, code: str, referrer: User):
+        k, user_key = ProjectKeys(project_id), user_field(user)
+        for _ in range(_ATTEMPTS):  # the script re-checks that the referral is still the one read
+            edge_text = await self._redis.hget(k.referrals(), user_key)
+            edge = None if edge_text is None else json.loads(edge_text)
+            named = await self._current_name(k, normalize_code(code))
+            through = None if edge is None else await self._current_name(k, edge["code"])
+            if edge is None or through != named or parse_user_field(edge["by"]) != referrer:
+                raise ReferralNotFound("Referral not found")
+            record = referral_removed_record(
+                project_id, uuid.uuid4().hex, edge.get("use", ""), edge["code"], referrer, user, edge["at"], now_ms()
+            )
+            entry = replace(_new_entry(record.id), payload=dump_records([record]))
+            edge_args = [user_key, edge_text]
+            undo = self._outbox_undo(k, entry, self._scripts.undo_remove_referral, [k.referrals()], edge_args)
+            writing = (self._scripts.remove_referral, [k.referrals()], edge_args)
+            if await self._outbox_write(k, entry, *writing, undo) == "removed":
+                break
+        else:
+            raise StateChanging(f"the referral of {user_key} kept changing ({k.project_id})")
+        async with self._published(k, entry, undo, Referral(through, referrer, edge["at"])) as change:
+            yield change
+
+    async def referrals_among(self, project_id: str, users: Sequence[User]) -> dict[User, Referral]:
+        users = list(dict.fromkeys(users))
+        if not users:
+            return {}
+        k = ProjectKeys(project_id)
+        edges = await self._redis.hmget(k.referrals(), [user_field(u) for u in users])
+        found = {u: json.loads(edge) for u, edge in zip(users, edges, strict=True) if edge is not None}
+        names = list(dict.fromkeys(edge["code"] for edge in found.values()))
+        current = dict(zip(names, await self._redis.hmget(k.code_names(), names), strict=True)) if names else {}
+        return {
+            u: Referral(current[edge["code"]] or edge["code"], parse_user_field(edge["by"]), edge["at"])
+            for u, edge in found.items()
+        }
+
+    async def rebate_rates(self, project_id: str, codes: Sequence[str]) -> dict[str, Decimal]:
+        codes = list(dict.fromkeys(codes))
+        if not codes:
+            return {}
+        k = ProjectKeys(project_id)
+        async with self._redis.pipeline(transaction=False) as pipe:  # one slot: the project's
+            for code in codes:
+                pipe.hget(k.code(code), "rebate_rate")
+            rates = await pipe.execute()
+        return {code: Decimal(rate) for code, rate in zip(codes, rates, strict=True) if rate is not None}
+
+
+def _rate(rate: Decimal | None) -> Decimal | None:
+    """A rebate rate as it reads back from Redis (its text)."""
+    return None if rate is None else Decimal(format_amount(rate))
+
+
+def _rate_text(rate: Decimal | None) -> str:
+    return "" if rate is None else format_amount(rate)
+
 
 async def open_redis_state(
     url: str, settings: Settings | None = None, archive: DedupArchive | None = None
@@ -775,7 +983,7 @@ def _affiliate(user: User, document: str) -> Affiliate:
 def _code_record(code: str, fields: dict[str, str], uses: list[str]) -> CodeRecord | None:
     if not fields:
         return None
-    max_uses = fields.get("max_uses")
+    max_uses, rate, updated = fields.get("max_uses"), fields.get("rebate_rate"), fields.get("updated_ms")
     return CodeRecord(
         code=code,
         owner=parse_user_field(fields["owner"]),
@@ -783,6 +991,10 @@ def _code_record(code: str, fields: dict[str, str], uses: list[str]) -> CodeReco
         max_uses=None if max_uses is None else int(max_uses),
         current_uses=int(fields["current_uses"]),
         used_by=sorted((_code_use(use) for use in uses), key=lambda use: use.used_at_ms),
+        chosen=fields.get("chosen") == "1",
+        rebate_rate=None if rate is None else Decimal(rate),
+        names=tuple(sorted(json.loads(fields.get("names") or "[]"))),
+        updated_at_ms=None if updated is None else int(updated),
     )
 
 

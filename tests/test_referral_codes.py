@@ -238,3 +238,22 @@ def test_list_codes_answers_the_clients_figures(make_api, api):
         assert api.get(f"/referral_codes/{code}").json()["total_earnings"] == 6.25
 
     eventually(figured)
+
+
+class _WarehouseDown:
+    """A figures port whose warehouse does not answer (as the ClickHouse adapter raises then)."""
+
+    async def of_codes(self, project_id, codes):
+        raise ConnectionError("ClickHouse did not answer")
+
+
+async def test_a_warehouse_that_does_not_answer_leaves_the_figures_at_zero_never_fails_the_answer():
+    from ingest_api.referral_codes.service import FIGURES_MISSING, figures_of
+    from rewards.domain.payouts import User
+    from rewards.domain.referrals import CodeRecord
+
+    record = CodeRecord("ABC1234", User(evm(1), "evm_address"), 0, None, 1)
+    before = FIGURES_MISSING._value.get()
+    figures = await figures_of(_WarehouseDown(), _WarehouseDown(), "p", [record])
+    assert figures == {"ABC1234": {"rebate_rate": None, "clicks": 0, "total_users": 0, "total_earnings": 0}}
+    assert FIGURES_MISSING._value.get() == before + 1

@@ -30,9 +30,15 @@ async def close_signed(
     now_ms: int,
 ) -> list[dict]:
     """The owner's open checks become `closed` (closing a closed check again is a no-op); answers a claim form for each
-    listed check (API.md §7), signed when an EVM contract can pay it. Without a signer, ClaimSignerNotConfigured (409)
-    and nothing changes."""
-    signer = claim_signing.open_signer(await state.get_claim_signer(project_id), secrets_keys)
+    listed check (API.md §7), signed when an EVM contract can pay it. A project without a claim signer closes as
+    API.md §5 has it, answering the checks: its claims go on through POST /claim-checks/claims."""
+    stored = await state.get_claim_signer(project_id)
+    if stored is None:
+        return [
+            claim_checks.check_json(check)
+            for check in await _change(state, log, project_id, ids, claim_checks.close, owner)
+        ]
+    signer = claim_signing.open_signer(stored, secrets_keys)
     contract = (await state.get_config(project_id)).claim_contract_address
     closed = await _change(state, log, project_id, ids, claim_checks.close, owner)
     # Signed once the change is made (the checks are closed whatever happens next), off the event loop: ~0.5 ms each.

@@ -7,9 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+import structlog
+from prometheus_client import Counter
+
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
 from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
+
+logger = structlog.get_logger(__name__)
+FIGURES_MISSING = Counter(
+    "rewards_code_figures_unavailable_total", "Code answers given zero figures because the warehouse did not answer"
+)
 
 
 async def create_codes(
@@ -63,10 +71,19 @@ async def figures_of(
     if not records:
         return {}
     clicks: dict[str, int] = {}
-    if traffic is not None:
-        names = [name for record in records for name in record.all_names]
-        clicks = {name: found.clicks for name, found in (await traffic.of_codes(project_id, names)).items()}
-    stats = {} if figures is None else await figures.of_codes(project_id, records)
+    stats: dict = {}
+    try:
+        if traffic is not None:
+            names = [name for record in records for name in record.all_names]
+            clicks = {name: found.clicks for name, found in (await traffic.of_codes(project_id, names)).items()}
+        if figures is not None:
+            stats = await figures.of_codes(project_id, records)
+    except Exception as exc:
+        # The figures decorate the answer of a write already made (a use, a limit) or of a state-store read: a
+        # warehouse that does not answer must not turn them into a 503 ("nothing changed, retry") or a failure.
+        FIGURES_MISSING.inc()
+        logger.warning("code figures unavailable; answered zeros", project_id=project_id, error=str(exc))
+        clicks, stats = {}, {}
     return {record.code: code_figures_json(record, clicks, stats) for record in records}
 
 

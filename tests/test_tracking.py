@@ -152,6 +152,10 @@ def test_the_multi_project_form_must_name_the_keys_project(make_api, project):
                             ({}, {"metadata": {"tracking_id": "T", "project_id": other}})):  # fmt: skip
         response = api.post("/events", json={**body, **changed}, params=params)
         assert error_of(response, 403) == "project_id is not this key's project"
+    # A §3 event (with a dedup_id) ignores an unknown query parameter, project_id included (API.md §0).
+    event = {"name": "signup", "dedup_id": f"q-{other}", "user_identifier": f"0x{1:040x}",
+             "user_identifier_type": "evm_address"}  # fmt: skip
+    assert api.post("/events", json=event, params={"project_id": other}).status_code == 201
 
 
 def test_a_key_needs_the_tracking_scope(make_api):

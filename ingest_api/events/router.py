@@ -68,16 +68,20 @@ async def post_batch(
     status_code=201,
     openapi_extra=SINGLE_EVENT_DOC,
     responses={
-        403: {"description": "Forbidden: the key lacks the scope, or project_id names another project"},
+        403: {
+            "description": "Forbidden: the key lacks the scope, or a tracking event's project_id names another project"
+        },
         409: {"description": "Event already exists: its dedup_id is known (never for a tracking event)"},
         **LOG_UNAVAILABLE,
     },
 )
 async def post_event(request: Request, principal: Principal = Depends(guard("SendTrackingEvent", "events_single"))):
     """One §3 event (with a dedup_id), or a tracking event of the published client (API.md §7: without one)."""
-    _check_projects(request.query_params.getlist("project_id"), principal.project_id)
     raw = _valid(parse_json, await request.body())
     if is_tracking_event(raw):
+        # The client's multi-project form names the project in the query string and the body; a §3 event ignores an
+        # unknown query parameter (§0), project_id included.
+        _check_projects(request.query_params.getlist("project_id"), principal.project_id)
         tracked = _valid(validate_tracking_event, raw)
         _check_projects(tracked.project_ids, principal.project_id)
         backends = backends_of(request)

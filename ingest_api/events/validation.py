@@ -101,14 +101,19 @@ def validate_event(raw: object) -> ValidEvent:
     return _checked_event(raw) if event is None else event
 
 
+def _single(model, raw: dict):
+    """One event as sent, checked for depth and size first, then by `model`; InvalidEvents names every problem."""
+    _check_raw([raw], single=True)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidEvents(validation_messages(exc)) from exc
+
+
 def _checked_event(raw: object) -> ValidEvent:
     if not isinstance(raw, dict):
         raise InvalidEvents(["event must be an object"])
-    _check_raw([raw], single=True)
-    try:
-        event = EventIn.model_validate(raw)
-    except ValidationError as exc:
-        raise InvalidEvents(validation_messages(exc)) from exc
+    event = _single(EventIn, raw)
     messages: list[str] = []
     valid = _valid(event, "", messages)
     if messages:
@@ -359,11 +364,7 @@ def validate_tracking_event(raw: dict) -> TrackingEvent:
     metadata = raw.get("metadata")
     if not isinstance(metadata, dict) or "tracking_id" not in metadata:
         raise InvalidEvents(["dedup_id is required, or metadata.tracking_id for a tracking event (API.md §7)"])
-    _check_raw([raw], single=True)
-    try:
-        event = FuulEvent.model_validate(raw)
-    except ValidationError as exc:
-        raise InvalidEvents(validation_messages(exc)) from exc
+    event = _single(FuulEvent, raw)
     messages: list[str] = []
     user = _tracking_user(event, messages)
     args = _tracking_args(event.args or {}, messages)

@@ -12,10 +12,12 @@ from decimal import Decimal
 
 import pytest
 
+from rewards.domain import signatures
 from rewards.domain.tracking import CodeTraffic
 from tests.compat.driver import ensure_sdk, run_calls
 from tests.harness import Admin, Api, Gateway, Server, eventually
 from tests.test_claim_checks import SIGNER, SIGNING, recover
+from tests.test_signatures import ALICE, BOB, sign
 from tests.test_tracking import read_traffic, settled
 
 EVM = "evm_address"
@@ -505,3 +507,28 @@ def test_affiliate_codes_and_referrals_through_the_client(shop):
         assert isinstance(code["clicks"], int) and isinstance(code["total_earnings"], float)
 
     eventually(listing)
+
+
+def test_signature_verification_through_the_client(shop):
+    """With the project verifying signatures (API.md §7), the client's own error types reach the caller: a forged
+    signature is its InvalidSignatureError; a wallet's real one (EIP-191, signed here) goes through."""
+    assert shop.http.put("/projects/config", json={**CONFIG, "verify_signatures": True}).status_code == 200
+    alice = {"userIdentifier": ALICE.address.lower(), "identifierType": EVM}
+    forged, created = shop.sdk(
+        shop.service_key,
+        ("createAffiliateCode", {**alice, "code": "signed", "signature": sign(BOB, "I confirm")}),
+        ("createAffiliateCode", {**alice, "code": "signed",
+                                 "signature": sign(ALICE, signatures.creating_code_message("signed"))}),
+    )  # fmt: skip
+    assert forged["error"]["name"] == "InvalidSignatureError"
+    assert ok(created)["code"] == "SIGNED"
+    bob = {"user_identifier": BOB.address.lower(), "user_identifier_type": EVM}
+    message = "I am using referral code signed"
+    unsigned, used = shop.sdk(
+        shop.standard_key,
+        ("useReferralCode", {"code": "signed", **bob, "signature": "0x00", "signature_message": message}),
+        ("useReferralCode", {"code": "signed", **bob, "signature": sign(BOB, message), "signature_message": message}),
+    )
+    assert failed(unsigned, 400)["message"] == "Invalid signature"  # useReferralCode lets the AxiosError through
+    assert ok(used) is None
+    assert shop.read("/referral_codes/status", **bob)["code"] == "SIGNED"

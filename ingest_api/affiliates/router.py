@@ -52,7 +52,8 @@ Signature = Annotated[str, Field(max_length=1024)] | None
 
 
 class Signed(BaseModel):
-    """The signature fields of the client's affiliate writes: accepted and stored with the code (not verified)."""
+    """The signature fields of the client's affiliate writes: stored with the code, and checked when the project
+    verifies signatures (rewards.domain.signatures)."""
 
     model_config = ConfigDict(extra="ignore")
     signature: Signature = None

@@ -5,7 +5,10 @@ The registration is published on the event log, so the listing (query API) learn
 from dataclasses import dataclass
 from decimal import Decimal
 
+from ingest_api.signatures import check_signed
+from rewards.domain import signatures
 from rewards.domain.affiliates import AffiliateExists, Figures, UnknownTier
+from rewards.domain.amounts import format_amount
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import AffiliateCodeNotFound, CodeInUse, CodeRecord
@@ -70,7 +73,9 @@ async def create_affiliate_code(
 ) -> AffiliateCode:
     """Create `user`'s affiliate code, registering the user as an affiliate first if it is not one (API.md §4's
     defaults, `name` as its name). CodeInUse when any code of the project has or had the name, AddressInUse when
-    the user has an affiliate code already (the store checks both again, atomically)."""
+    the user has an affiliate code already (the store checks both again, atomically). With the project verifying
+    signatures, `proof` must hold the user's signature of creating_code_message."""
+    await check_signed(state, project_id, (user,), signatures.creating_code_message(code), proof.get("signature"))
     if await state.get_code(project_id, code) is not None:
         raise CodeInUse()
     affiliate = await state.get_affiliate(project_id, user)
@@ -93,7 +98,9 @@ async def rename_affiliate_code(
     state: StateStore, log: EventLog, project_id: str, user: User, code: str, proof: dict
 ) -> AffiliateCode:
     """Give `user`'s affiliate code the name `code` (its figures, uses and referrals stay; its former names stay its
-    own). AffiliateCodeNotFound when the user has none, CodeInUse when another code has or had the name."""
+    own). AffiliateCodeNotFound when the user has none, CodeInUse when another code has or had the name. Signed as
+    updating_code_message when the project verifies signatures."""
+    await check_signed(state, project_id, (user,), signatures.updating_code_message(code), proof.get("signature"))
     async with state.rename_affiliate_code(project_id, user, code, proof) as renamed:
         if renamed.payload is not None:
             await log.publish(project_id, renamed.payload)
@@ -107,5 +114,8 @@ async def set_rebate_rate(
     state: StateStore, project_id: str, user: User, code: str, rebate_rate: Decimal, proof: dict
 ) -> CodeRecord:
     """Set the rebate rate of `user`'s code `code`: conversions processed from now on split their level-1 commission
-    through it (rewards.domain.payouts.with_rebate). AffiliateCodeNotFound when the code is not the user's."""
+    through it (rewards.domain.payouts.with_rebate). AffiliateCodeNotFound when the code is not the user's. Signed as
+    rebate_rate_message when the project verifies signatures."""
+    message = signatures.rebate_rate_message(code, format_amount(rebate_rate))
+    await check_signed(state, project_id, (user,), message, proof.get("signature"))
     return await state.set_rebate_rate(project_id, user, code, rebate_rate, proof)

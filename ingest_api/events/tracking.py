@@ -22,6 +22,7 @@ from prometheus_client import Counter
 
 from ingest_api.events import service
 from ingest_api.events.validation import TrackingEvent, ValidEvent
+from ingest_api.signatures import check_signed
 from rewards.domain import tracking
 from rewards.domain.errors import DomainError
 from rewards.domain.payouts import Rules, User
@@ -56,10 +57,14 @@ async def track(
     windows: Windows,
 ) -> int:
     """Store the event (see the module); returns 1, or 0 for an exact repeat within the repeat window. Whatever fails
-    but the log or a domain rule raises NotAccepted (503: nothing was accepted; the repeat check is undone)."""
+    but the log or a domain rule raises NotAccepted (503: nothing was accepted; the repeat check is undone). An event
+    naming a user carries that user's signature of its signature_message when the project verifies signatures
+    (InvalidSignature otherwise: nothing stored)."""
     if backpressure is not None:
         await backpressure.admit()
     try:
+        if event.user is not None:
+            await check_signed(state, project_id, (event.user,), event.signature_message, event.signature)
         return await _track(state, log, project_id, event, windows)
     except (DomainError, Unavailable):
         raise
@@ -145,7 +150,7 @@ async def _referred_through(
             "connect_wallet referral not made",
             project_id=project_id,
             code=code,
-            user=f"{user.identifier_type}:{user.identifier}",
+            tracking_id=event.tracking_id,  # not the user: an identifier may be an email address (personal data)
             reason=reason,
             message=str(exc),
         )

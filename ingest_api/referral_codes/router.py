@@ -134,7 +134,9 @@ async def remove_referral(request: Request, code: str, principal: Principal = De
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     referrer = parse_user(fields.referrer_identifier, fields.referrer_identifier_type, field="referrer_identifier")
     backends = backends_of(request)
-    removed = await service.remove_referral(backends.state, backends.log, principal.project_id, code, user, referrer)
+    removed = await service.remove_referral(
+        backends.state, backends.log, principal.project_id, code, user, referrer, fields.proof()
+    )
     return {
         "removed": True,
         "code": removed.code,

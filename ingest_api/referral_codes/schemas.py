@@ -32,10 +32,11 @@ class UpdateCode(BaseModel):
     max_uses: NewMaxUses = Field(...)
 
 
-class UseCode(BaseModel):
+class Signed(BaseModel):
+    """The signature fields the published client sends with a use or a removal: stored with it, and checked when the
+    project verifies signatures (rewards.domain.signatures)."""
+
     model_config = ConfigDict(extra="ignore")
-    user_identifier: str
-    user_identifier_type: str
     # Stored with the use and read back with the code: bounded (a signature is ~132 characters, a sign-in
     # message a few hundred). Both may come in the query string, which uvicorn caps at ~80 KiB with the
     # headers: at 4 UTF-8 bytes a character, percent-encoded, these two fit in ~61 KiB.
@@ -47,18 +48,19 @@ class UseCode(BaseModel):
         return self.model_dump(include={"signature", "signature_message", "chain_id"}, exclude_none=True)
 
 
-class RemoveReferral(BaseModel):
-    """DELETE /referral_codes/{code}/referrals (API.md §7 `deleteReferral`): the user and referrer in the query string,
-    the signature fields in the body (accepted; not verified)."""
+class UseCode(Signed):
+    user_identifier: str
+    user_identifier_type: str
 
-    model_config = ConfigDict(extra="ignore")
+
+class RemoveReferral(Signed):
+    """DELETE /referral_codes/{code}/referrals (API.md §7 `deleteReferral`): the user and referrer in the query string,
+    the signature fields in the body."""
+
     user_identifier: str
     user_identifier_type: str
     referrer_identifier: str
     referrer_identifier_type: str
-    signature: str | None = Field(None, max_length=1024)
-    signature_message: str | None = Field(None, max_length=4096)
-    chain_id: int | str | None = None
 
 
 def code_json(record: CodeRecord, figures: dict | None = None) -> dict:

@@ -10,6 +10,7 @@ from decimal import Decimal
 import structlog
 from prometheus_client import Counter
 
+from ingest_api.signatures import check_signed
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
 from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
@@ -53,10 +54,10 @@ async def set_max_uses(state: ReferralStore, project_id: str, code: str, max_use
     return await state.set_max_uses(project_id, code, max_uses)
 
 
-async def use_code(
-    state: ReferralStore, log: EventLog, project_id: str, code: str, user: User, proof: dict
-) -> CodeRecord:
-    """The code after `user` used it; its use is published so the workers pay the referral rewards."""
+async def use_code(state: StateStore, log: EventLog, project_id: str, code: str, user: User, proof: dict) -> CodeRecord:
+    """The code after `user` used it; its use is published so the workers pay the referral rewards. With the project
+    verifying signatures, `proof` must hold the user's signature of a message naming the code."""
+    await check_signed(state, project_id, (user,), proof.get("signature_message"), proof.get("signature"), code)
     async with state.use_code(project_id, code, user, proof) as used:
         await log.publish(project_id, used.payload)
     record, _ = used.value
@@ -88,10 +89,14 @@ async def figures_of(
 
 
 async def remove_referral(
-    state: ReferralStore, log: EventLog, project_id: str, code: str, user: User, referrer: User
+    state: StateStore, log: EventLog, project_id: str, code: str, user: User, referrer: User, proof: dict
 ) -> Referral:
     """Remove `user`'s referral by `referrer` through `code` (API.md §7 deleteReferral): the user may be referred again;
-    what was paid stays. Published, so the warehouse counts it out of the referred users from then on."""
+    what was paid stays. Published, so the warehouse counts it out of the referred users from then on. With the
+    project verifying signatures, `proof` must hold the user's or the referrer's signature of a message naming the
+    code."""
+    signed = proof.get("signature_message"), proof.get("signature")
+    await check_signed(state, project_id, (user, referrer), *signed, naming=code)
     async with state.remove_referral(project_id, user, code, referrer) as removed:
         await log.publish(project_id, removed.payload)
     return removed.value

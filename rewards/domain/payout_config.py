@@ -180,6 +180,9 @@ class PayoutConfig(_Strict):
     # The on-chain contract that pays claim checks (API.md §7): the EIP-712 domain's verifyingContract and the signed
     # forms' project_address (rewards.domain.claim_signing). Kept lowercase; absent, forms name the zero address.
     claim_contract_address: ContractAddress | None = None
+    # API.md §7: the published client's signed writes must carry their user's valid signature (off: the signatures
+    # are stored, not checked). What is signed, by whom, and what verifies: rewards.domain.signatures.
+    verify_signatures: bool = False
 
     @field_validator("tiers")
     @classmethod

@@ -60,7 +60,9 @@ class Referral:
 @dataclass(frozen=True)
 class Change(Generic[_T]):
     """What a state change's block sees: `value`, and `payload`, the one message to publish in the block
-    (`schemas.records.dump_records` of the change's records), None when nothing changed."""
+    (`schemas.records.dump_records` of the change's records), None when nothing changed. The payload may begin with
+    the records of an earlier change this one depends on whose publish is still pending (the production store makes
+    that change stand, e.g. a referral removal before the user's new use): publish it whole, in its order."""
 
     value: _T
     payload: bytes | None

@@ -30,7 +30,7 @@ from rewards.domain.referrals import ReferralError
 from rewards.domain.timestamps import now_ms
 from rewards.ports import EventLog, StateStore, Unavailable
 from rewards.web.backpressure import Backpressure
-from schemas.records import TrackingEventRecord, dump_records
+from schemas.records import TrackingEventRecord, dump_records, load_records
 
 logger = structlog.get_logger(__name__)
 TRACKED = Counter("rewards_tracking_events_total", "Tracking events accepted (repeats excluded), by outcome", ["kind"])
@@ -142,7 +142,10 @@ async def _referred_through(
     try:
         async with state.use_code(project_id, code, user, proof) as used:
             _, use = used.value
-            await log.publish(project_id, dump_records([use, _record(project_id, event, received, user, use.code)]))
+            # The use's payload first: besides the use it may carry an earlier change it made stand (a removal of
+            # the user's referral whose publish is still pending: rewards.ports.Change), which must come before it.
+            tracked = _record(project_id, event, received, user, use.code)
+            await log.publish(project_id, dump_records([*load_records(used.payload), tracked]))
     except ReferralError as exc:  # own code, cycle, already referred, code used up (or gone since the pageview)
         reason = type(exc).__name__
         REFUSED.labels(reason).inc()

@@ -13,12 +13,16 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:code_seq                      string  creation sequence of the project's codes
     rw:{p}:code:<CODE>                   hash    owner, created_ms, max_uses (absent: unlimited), current_uses, seq;
                                                  an affiliate code (API.md §7): chosen (1), rebate_rate, proof (JSON),
-                                                 updated_ms, names (JSON list of its former names, once renamed)
+                                                 updated_ms, names (JSON list of its former names, once renamed);
+                                                 pending: the outbox entry of its creation or last rename (stale
+                                                 once that entry is gone: see redis_scripts' outbox_build_on)
     rw:{p}:code_names                    hash    a renamed code's former name → its current name (names stay taken)
     rw:{p}:affiliate_codes               hash    <user> → the name of the user's affiliate code
     rw:{p}:code_uses:<CODE>              list    uses in order, JSON {use_id, user, at, proof}
     rw:{p}:owner_codes:<user>            zset    code → seq
-    rw:{p}:referrals                     hash    <user> → JSON {by: <referrer user>, code, at}
+    rw:{p}:referrals                     hash    <user> → JSON {by: <referrer user>, code, at, use: its use's id}
+    rw:{p}:referral_removals             hash    <user> → the outbox entry of the removal of the user's referral
+                                                 (stale once that entry is gone), which a new use carries
     rw:{p}:dedup:<dedup_id>              string  accepted | processed | failed | pending:<token>; TTL: the claim's
                                                  while pending, the dedup window once accepted, the hot window
                                                  once processed or failed (never past the dedup window)
@@ -134,3 +138,6 @@ class ProjectKeys:
 
     def affiliate_codes(self) -> str:
         return self._key("affiliate_codes")
+
+    def referral_removals(self) -> str:
+        return self._key("referral_removals")

@@ -9,7 +9,8 @@ one node (rewards.adapters.production.redis_client). Each script's keys lie in o
 A state change the warehouse must learn of writes, in the same script, an entry of the project's outbox: the
 message to publish (rewards.adapters.production.redis_state), relayed by rewards.adapters.production.outbox_relay if
 its request does not publish it. Its undo removes the change and the entry together, and only while the entry is
-still its request's (the relay has neither leased nor published it).
+still its request's (the relay has neither leased nor published it, and no other change was built on it:
+outbox_build_on).
 """
 
 from dataclasses import dataclass
@@ -50,9 +51,9 @@ _OUTBOX = (
     _NOW
     + """
 local function outbox_stale() return now_ms() > tonumber(ARGV[4]) end
-local function outbox_add()
+local function outbox_add(message)
   redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[2], ARGV[1], message or ARGV[3])
 end
 -- Still its request's: not leased by the relay (which moves its due time), relayed, or made due at once.
 local function outbox_own()
@@ -62,6 +63,21 @@ end
 local function outbox_remove()
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
+end
+-- A change built on another one whose entry `id` is still in the outbox (its request has not published it, and may
+-- yet fail and undo it): an undo then would pull the ground from under this change (free the name a use went
+-- through, put back the referral a new use replaced), so the other change stands from now on. Its entry stops being
+-- its request's (its undo does nothing, its request succeeds) and is due at once (the relay publishes it unless its
+-- request does: a repeat is dropped downstream). Returns its message; nil when it is published already (or `id` nil).
+local function outbox_build_on(id)
+  if not id then return nil end
+  local message = redis.call('HGET', KEYS[2], id)
+  if message then redis.call('ZADD', KEYS[1], 'XX', 0, id) end
+  return message
+end
+-- One message of the records of two (JSON arrays, as dump_records writes them), `first`'s first.
+local function outbox_join(first, second)
+  return string.sub(first, 1, -2) .. ',' .. string.sub(second, 2)
 end
 """
 )
@@ -116,7 +132,8 @@ return 1
 
 # KEYS: outbox, outbox_records, code_seq, owner_codes, the code hash of each candidate; ARGV: the entry (4),
 # owner, created_ms, max_uses ('' = none), then the candidates (distinct). All or none: returns {'created'},
-# {'taken', the candidates that exist already} (nothing written) or {'stale'}.
+# {'taken', the candidates that exist already} (nothing written) or {'stale'}. Each code's `pending` is the entry: a
+# use of a code not yet published makes its creation stand (outbox_build_on).
 CREATE_CODES = (
     _OUTBOX
     + """
@@ -128,7 +145,8 @@ end
 if #taken > 1 then return taken end
 for i = 5, #KEYS do
   local seq = redis.call('INCR', KEYS[3])
-  redis.call('HSET', KEYS[i], 'owner', ARGV[5], 'created_ms', ARGV[6], 'current_uses', 0, 'seq', seq)
+  redis.call('HSET', KEYS[i], 'owner', ARGV[5], 'created_ms', ARGV[6], 'current_uses', 0, 'seq', seq,
+    'pending', ARGV[1])
   if ARGV[7] ~= '' then redis.call('HSET', KEYS[i], 'max_uses', ARGV[7]) end
   redis.call('ZADD', KEYS[4], seq, ARGV[i + 3])
 end
@@ -155,6 +173,17 @@ return 1
 # codes, the codes of the page}.
 OWNER_CODES = """
 return {redis.call('ZCARD', KEYS[1]), redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2])}
+"""
+
+# KEYS: code_names, the code hash of the current name Python found for a name, and optionally referrals; ARGV: the
+# name, that current name, a user. A snapshot of the code the name finds (a rename moves a code's hash to its new
+# name): {'code', its fields (flat; none if no code has the name), the user's referral edge ('' none)}, or {'moved',
+# the name's current name} when it is not the one given (nothing read: Python reads again there).
+CODE_BY_NAME = """
+local current = redis.call('HGET', KEYS[1], ARGV[1]) or ARGV[1]
+if current ~= ARGV[2] then return {'moved', current} end
+local edge = KEYS[3] and redis.call('HGET', KEYS[3], ARGV[3]) or ''
+return {'code', redis.call('HGETALL', KEYS[2]), edge}
 """
 
 # KEYS: the code hash and the code_uses list of each code; ARGV: how many of the latest uses to read. Returns, per
@@ -190,10 +219,15 @@ return chains
 """
 )
 
-# KEYS: outbox, outbox_records, code, code_uses, referrals; ARGV: the entry (4), user, use (JSON), referral edge
-# (JSON), the code's owner as Python read it, chain limit, used_by limit, its max_uses as Python read it ('' for
-# none: the published use carries it). Re-checks what may have changed since Python applied check_use; 'changed'
-# sends Python back to re-read (and 'stale' to touch the index again).
+# KEYS: outbox, outbox_records, code, code_uses, referrals, referral_removals; ARGV: the entry (4), user, use (JSON),
+# referral edge (JSON), the code's owner as Python read it, chain limit, used_by limit, its max_uses as Python read it
+# ('' for none: the published use carries it). Re-checks what may have changed since Python applied check_use;
+# 'changed' sends Python back to re-read (and 'stale' to touch the index again). Returns {'used', the code's fields,
+# its latest uses, the message to publish}.
+# The use stands on what it found: the code's creation or last rename (its name), and a removal of the user's
+# referral (the user free to be referred again), which may still be in the outbox; outbox_build_on makes them stand.
+# The removal must also reach the workers first, who refuse a use of a user the warehouse holds a referral of: the
+# use's message carries it ahead of the use (published twice, it is written once).
 USE_CODE = (
     _CHAIN
     + _OUTBOX
@@ -205,22 +239,31 @@ if redis.call('HEXISTS', KEYS[5], ARGV[5]) == 1 then return {'changed'} end
 local _, above_owner = chain(KEYS[5], code[1], tonumber(ARGV[9]))
 if above_owner[ARGV[5]] then return {'changed'} end
 if code[2] and tonumber(code[3]) >= tonumber(code[2]) then return {'changed'} end
+if not outbox_build_on(redis.call('HGET', KEYS[3], 'pending')) then redis.call('HDEL', KEYS[3], 'pending') end
+local message = ARGV[3]
+local removal = outbox_build_on(redis.call('HGET', KEYS[6], ARGV[5]))
+if removal then message = outbox_join(removal, message) else redis.call('HDEL', KEYS[6], ARGV[5]) end
 redis.call('HINCRBY', KEYS[3], 'current_uses', 1)
 redis.call('RPUSH', KEYS[4], ARGV[6])
 redis.call('HSET', KEYS[5], ARGV[5], ARGV[7])
-outbox_add()
-return {'used', redis.call('HGETALL', KEYS[3]), redis.call('LRANGE', KEYS[4], -tonumber(ARGV[10]), -1)}
+outbox_add(message)
+return {'used', redis.call('HGETALL', KEYS[3]), redis.call('LRANGE', KEYS[4], -tonumber(ARGV[10]), -1), message}
 """
 )
 
-# KEYS: outbox, outbox_records, code, code_uses, referrals; ARGV: entry id, due, the use (JSON), user, use id.
+# KEYS: outbox, outbox_records, code_names, code, code_uses, referrals (code and code_uses: of the current name Python
+# found for the name the use was made under); ARGV: entry id, due, the use (JSON), user, use id, the name used under,
+# that current name. {'moved', the current name} when the code was renamed since Python looked (nothing written:
+# Python undoes again under that name).
 UNDO_USE = (
     _OUTBOX
     + """
 if not outbox_own() then return 0 end
-if redis.call('LREM', KEYS[4], -1, ARGV[3]) == 1 then redis.call('HINCRBY', KEYS[3], 'current_uses', -1) end
-local edge = redis.call('HGET', KEYS[5], ARGV[4])
-if edge and cjson.decode(edge).use == ARGV[5] then redis.call('HDEL', KEYS[5], ARGV[4]) end
+local current = redis.call('HGET', KEYS[3], ARGV[6]) or ARGV[6]
+if current ~= ARGV[7] then return {'moved', current} end
+if redis.call('LREM', KEYS[5], -1, ARGV[3]) == 1 then redis.call('HINCRBY', KEYS[4], 'current_uses', -1) end
+local edge = redis.call('HGET', KEYS[6], ARGV[4])
+if edge and cjson.decode(edge).use == ARGV[5] then redis.call('HDEL', KEYS[6], ARGV[4]) end
 outbox_remove()
 return 1
 """
@@ -430,6 +473,7 @@ return 0
 # KEYS: outbox, outbox_records, code_seq, owner_codes, the code hash, code_names, affiliate_codes; ARGV: the entry (4),
 # owner, created_ms, the name, rebate rate ('' none), proof (JSON). Returns 'created', 'code_in_use' (the name is a
 # code's or was one), 'address_in_use' (the owner has an affiliate code) or 'stale'; nothing written but 'created'.
+# The code's `pending` is the entry: a use before the creation is published makes it stand (see USE_CODE).
 CREATE_AFFILIATE_CODE = (
     _OUTBOX
     + """
@@ -438,7 +482,7 @@ if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('HEXISTS', KEYS[6], ARGV[7])
 if redis.call('HEXISTS', KEYS[7], ARGV[5]) == 1 then return 'address_in_use' end
 local seq = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[5], 'owner', ARGV[5], 'created_ms', ARGV[6], 'current_uses', 0, 'seq', seq, 'chosen', 1,
-  'proof', ARGV[9])
+  'proof', ARGV[9], 'pending', ARGV[1])
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], 'rebate_rate', ARGV[8]) end
 redis.call('ZADD', KEYS[4], seq, ARGV[7])
 redis.call('HSET', KEYS[7], ARGV[5], ARGV[7])
@@ -448,6 +492,9 @@ return 'created'
 )
 
 # KEYS: outbox, outbox_records, owner_codes, the code hash, affiliate_codes; ARGV: entry id, due, the name, owner.
+# It never frees a name that was used: the use made the creation stand (outbox_build_on), so the entry is not the
+# request's any more and nothing is undone. (Refusing uses until the creation is published would fail uses of a
+# valid name; keeping the name reserved but unpublished would leave the warehouse uses of a code it never had.)
 UNDO_AFFILIATE_CODE = (
     _OUTBOX
     + """
@@ -464,7 +511,8 @@ return 1
 # new name's code hash and code_uses; ARGV: the entry (4), owner, old name, new name, proof (JSON), now (ms). The
 # code's hash and uses move to the new name; the old name and every former one point to it; a former name taken
 # again stops being one. Returns 'renamed', 'changed' (the owner's code is not the old name any more: read again),
-# 'code_in_use' (another code has or had the new name) or 'stale'.
+# 'code_in_use' (another code has or had the new name) or 'stale'. It stands on the code's creation or last rename
+# (outbox_build_on), and is the code's `pending` change in their place.
 RENAME_AFFILIATE_CODE = (
     _OUTBOX
     + """
@@ -486,7 +534,8 @@ redis.call('HDEL', KEYS[4], ARGV[7])
 redis.call('HSET', KEYS[4], ARGV[6], ARGV[7])
 redis.call('RENAME', KEYS[6], KEYS[8])
 if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('RENAME', KEYS[7], KEYS[9]) end
-redis.call('HSET', KEYS[8], 'names', cjson.encode(names), 'proof', ARGV[8], 'updated_ms', ARGV[9])
+outbox_build_on(redis.call('HGET', KEYS[8], 'pending'))
+redis.call('HSET', KEYS[8], 'names', cjson.encode(names), 'proof', ARGV[8], 'updated_ms', ARGV[9], 'pending', ARGV[1])
 local seq = redis.call('ZSCORE', KEYS[5], ARGV[6])
 redis.call('ZREM', KEYS[5], ARGV[6])
 if seq then redis.call('ZADD', KEYS[5], seq, ARGV[7]) end
@@ -496,8 +545,9 @@ return 'renamed'
 """
 )
 
-# KEYS: as RENAME_AFFILIATE_CODE's; ARGV: entry id, due, owner, old name, new name, and the code's names, proof and
-# updated_ms before the rename ('' where it had none). Puts everything back, if the code still has the new name.
+# KEYS: as RENAME_AFFILIATE_CODE's; ARGV: entry id, due, owner, old name, new name, and the code's names, proof,
+# updated_ms and pending before the rename ('' where it had none). Puts everything back, if the code still has the new
+# name. Never after a use of the renamed code (by any name): the use made the rename stand (see UNDO_AFFILIATE_CODE).
 UNDO_RENAME_AFFILIATE_CODE = (
     _OUTBOX
     + """
@@ -509,7 +559,7 @@ if redis.call('HGET', KEYS[3], ARGV[3]) == ARGV[5] and redis.call('EXISTS', KEYS
   local before = {}
   if ARGV[6] ~= '' then before = cjson.decode(ARGV[6]) end
   for _, name in ipairs(before) do redis.call('HSET', KEYS[4], name, ARGV[4]) end
-  for i, field in ipairs({'names', 'proof', 'updated_ms'}) do
+  for i, field in ipairs({'names', 'proof', 'updated_ms', 'pending'}) do
     if ARGV[5 + i] == '' then redis.call('HDEL', KEYS[6], field)
     else redis.call('HSET', KEYS[6], field, ARGV[5 + i]) end
   end
@@ -533,30 +583,49 @@ redis.call('HSET', KEYS[1], 'proof', ARGV[3], 'updated_ms', ARGV[4])
 return 1
 """
 
-# KEYS: outbox, outbox_records, referrals; ARGV: the entry (4), user, the referral edge as Python read it. Returns
-# 'removed', 'changed' (the edge is not that one any more: read again) or 'stale'.
+# KEYS: outbox, outbox_records, referrals, referral_removals; ARGV: the entry (4), user, the referral edge as Python
+# read it. Returns 'removed', 'changed' (the edge is not that one any more: read again) or 'stale'. It stands on the
+# use that made the referral (outbox_build_on: undone after this, the use would leave the warehouse the removal of a
+# referral it never had), and is the user's pending removal, which a new use of the user carries (USE_CODE).
 REMOVE_REFERRAL = (
     _OUTBOX
     + """
 if outbox_stale() then return 'stale' end
 if redis.call('HGET', KEYS[3], ARGV[5]) ~= ARGV[6] then return 'changed' end
 redis.call('HDEL', KEYS[3], ARGV[5])
+local use = cjson.decode(ARGV[6]).use
+outbox_build_on(type(use) == 'string' and use or nil)
+redis.call('HSET', KEYS[4], ARGV[5], ARGV[1])
 outbox_add()
 return 'removed'
 """
 )
 
-# KEYS: outbox, outbox_records, referrals; ARGV: entry id, due, user, the edge removed. Back, unless the user was
-# referred again since.
+# KEYS: outbox, outbox_records, referrals, referral_removals; ARGV: entry id, due, user, the edge removed. Puts it
+# back. (Nobody referred the user since: that use would have made the removal stand. Should the user be referred all
+# the same, the removal stands and is published: its entry due at once, it returns 0.)
 UNDO_REMOVE_REFERRAL = (
     _OUTBOX
     + """
 if not outbox_own() then return 0 end
-redis.call('HSETNX', KEYS[3], ARGV[3], ARGV[4])
+if redis.call('HSETNX', KEYS[3], ARGV[3], ARGV[4]) == 0 then
+  redis.call('ZADD', KEYS[1], 'XX', 0, ARGV[1])
+  return 0
+end
+if redis.call('HGET', KEYS[4], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[4], ARGV[3]) end
 outbox_remove()
 return 1
 """
 )
+
+# KEYS: outbox, outbox_records, referral_removals; ARGV: entry id, user. A removal published by its request: its entry
+# goes, and so does its mark, if still the user's.
+REFERRAL_REMOVAL_PUBLISHED = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[3], ARGV[2]) end
+return 1
+"""
 
 
 @dataclass(frozen=True)
@@ -569,6 +638,7 @@ class Scripts:
     create_codes: AsyncScript
     undo_codes: AsyncScript
     owner_codes: AsyncScript
+    code_by_name: AsyncScript
     read_codes: AsyncScript
     set_max_uses: AsyncScript
     referrer_chains: AsyncScript
@@ -595,6 +665,7 @@ class Scripts:
     set_rebate_rate: AsyncScript
     remove_referral: AsyncScript
     undo_remove_referral: AsyncScript
+    referral_removal_published: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":
@@ -607,6 +678,7 @@ class Scripts:
             "create_codes": CREATE_CODES,
             "undo_codes": UNDO_CODES,
             "owner_codes": OWNER_CODES,
+            "code_by_name": CODE_BY_NAME,
             "read_codes": READ_CODES,
             "set_max_uses": SET_MAX_USES,
             "referrer_chains": REFERRER_CHAINS,
@@ -633,5 +705,6 @@ class Scripts:
             "set_rebate_rate": SET_REBATE_RATE,
             "remove_referral": REMOVE_REFERRAL,
             "undo_remove_referral": UNDO_REMOVE_REFERRAL,
+            "referral_removal_published": REFERRAL_REMOVAL_PUBLISHED,
         }
         return cls(**{name: redis.register_script(source) for name, source in sources.items()})

@@ -13,7 +13,7 @@ change on entry and undoes it if the block raises; until the undo, concurrent re
   replaced it since (a later update built on ours and published its own state).
 - create_affiliate_code: the code (its name taken, its owner's one affiliate code); rename_affiliate_code: the
   code under its new name (the undo moves it back only if it still has that name); remove_referral: the referral's
-  absence (the undo puts it back unless the user was referred again since).
+  absence.
 - ingest: claims are *pending* until the block exits, and pending ids read as not found; an
   overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
 
@@ -31,6 +31,14 @@ may have gone through (a cancellation, or `maybe_published` on the log's excepti
 and the entry is made due at once. A change that stands is a success: the block's exception is swallowed (a
 cancellation goes on), so the request answers what it changed, and a repeat on the log is dropped downstream.
 
+A change that another change was built on before it was published stands too, since undoing it would pull the
+ground from under the other (redis_scripts' outbox_build_on): a use of a code stands on the code's creation or
+rename (so an undo never frees or moves a name a user was referred through), and on the removal of the user's
+earlier referral, whose message it carries ahead of its own (the workers refuse a use of a user the warehouse holds
+a referral of); a removal stands on the use that made the referral. A request that reads a code by a name reads it
+atomically with the name's lookup, and again when a script finds it renamed since (use_code, set_max_uses, the undo of
+a use): a rename never fails a request for a name that stays valid.
+
 The same code runs on one node and on a Redis Cluster (rewards.adapters.production.redis_client picks the client): every
 script keeps to one project's slot, and nothing uses MULTI or WATCH.
 
@@ -46,6 +54,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import partial
 from typing import Any, TypeVar
 
 import structlog
@@ -474,68 +483,94 @@ class RedisStateStore:
             records = [] if current is None else await self._read_codes(k, [current])
         return records[0] if records else None
 
-    async def _current_name(self, k: ProjectKeys, name: str) -> str:
-        """The current name of the code named `name` (a former name of a renamed code: its new one), else `name`."""
-        return await self._redis.hget(k.code_names(), name) or name
+    async def _code_by_name(
+        self, k: ProjectKeys, name: str, user: User | None = None
+    ) -> tuple[str, CodeRecord | None, str | None]:
+        """The code `name` finds now, read atomically with what finds it (a rename moves a code to its new name, so a
+        name read apart from the code may be stale by the read): its current name, its record (None: no code has the
+        name), and `user`'s referral edge (None: none, or no user given)."""
+        current = name
+        for _ in range(_ATTEMPTS):
+            keys = [k.code_names(), k.code(current), *([] if user is None else [k.referrals()])]
+            found = await self._scripts.code_by_name(
+                keys=keys, args=[name, current, "" if user is None else user_field(user)]
+            )
+            if found[0] == "code":
+                return current, _code_record(current, _pairs(found[1]), []), found[2] or None
+            current = found[1]
+        raise StateChanging(f"referral code {name} kept being renamed ({k.project_id})")
 
     async def set_max_uses(self, project_id: str, code: str, max_uses: int | None) -> CodeRecord:
-        k = ProjectKeys(project_id)
-        code = await self._current_name(k, normalize_code(code))
-        keys, args = [k.code(code), k.code_uses(code)], ["" if max_uses is None else max_uses, USED_BY_LIMIT]
-        for _ in range(_ATTEMPTS):  # checked here, then again by the script (a use may have come in between)
-            record = _code_record(code, await self._redis.hgetall(k.code(code)), [])
+        k, name, limit = ProjectKeys(project_id), normalize_code(code), "" if max_uses is None else max_uses
+        for _ in range(_ATTEMPTS):  # checked here, then again by the script (a use or a rename may come in between)
+            current, record, _ = await self._code_by_name(k, name)
             if record is None:
                 raise CodeNotFound("Referral code not found")
             if max_uses_below_current(max_uses, record.current_uses):
                 raise MaxUsesBelowCurrent(f"max_uses must not be less than current_uses ({record.current_uses})")
-            result = await self._scripts.set_max_uses(keys=keys, args=args)
+            keys = [k.code(current), k.code_uses(current)]
+            result = await self._scripts.set_max_uses(keys=keys, args=[limit, USED_BY_LIMIT])
             if result[0] == "set":
-                return _code_record(code, _pairs(result[1]), result[2])
-        raise StateChanging(f"referral code {code} kept changing")
+                return _code_record(current, _pairs(result[1]), result[2])
+        raise StateChanging(f"referral code {name} kept changing")
 
     @asynccontextmanager
     async def use_code(self, project_id: str, code: str, user: User, proof: dict):
-        k, used_at = ProjectKeys(project_id), now_ms()
-        code = await self._current_name(k, normalize_code(code))
-        use_id = uuid.uuid4().hex
+        k, used_at, use_id = ProjectKeys(project_id), now_ms(), uuid.uuid4().hex
         use = _json({"use_id": use_id, "user": user_field(user), "at": used_at, "proof": proof})
-        entry = _new_entry(use_id)
-        use_keys = [k.code(code), k.code_uses(code), k.referrals()]
-        undo = self._outbox_undo(k, entry, self._scripts.undo_use, use_keys, [use, user_field(user), use_id])
-        record, event, entry = await self._apply_use(k, code, user, (use, used_at), entry, undo)
+        record, event, entry, undo = await self._apply_use(k, normalize_code(code), user, (use, used_at), use_id)
         async with self._published(k, entry, undo, (record, event)) as change:
             yield change
 
     async def _apply_use(
-        self, k: ProjectKeys, code: str, user: User, use: tuple[str, int], entry: _Entry, undo: Callable
-    ) -> tuple[CodeRecord, CodeUseRecord, _Entry]:
-        """Check the use in Python, then apply it with a script that re-checks what may have changed since."""
+        self, k: ProjectKeys, name: str, user: User, use: tuple[str, int], use_id: str
+    ) -> tuple[CodeRecord, CodeUseRecord, _Entry, Callable]:
+        """Check the use in Python, then apply it with a script that re-checks what may have changed since (a rename
+        too: the code is then looked up again by the name given). Returns the code, the use, its entry (the message
+        its script wrote: the use's record, after any record it carries) and its undo."""
         use_json, used_at = use
+        entry = _new_entry(use_id)
         for _ in range(_ATTEMPTS):
-            record, referrer = await self._use_snapshot(k, code, user)
+            code, record, referrer = await self._use_snapshot(k, name, user)
             chains = await self.referrer_chains(k.project_id, [record.owner], _CHAIN_LIMIT)
             check_use(record, user, referrer, chains[record.owner])
             event = _code_use_record(k.project_id, entry.id, record, user, used_at)
             entry = replace(entry, payload=dump_records([event]))
+            undo = self._use_undo(k, entry, code, use_json, user)
             edge = _json({"by": user_field(record.owner), "code": code, "at": used_at, "use": entry.id})
             max_uses = "" if record.max_uses is None else str(record.max_uses)
             args = [user_field(user), use_json, edge, user_field(record.owner), _CHAIN_LIMIT, USED_BY_LIMIT, max_uses]
-            writing = (self._scripts.use_code, [k.code(code), k.code_uses(code), k.referrals()], args)
-            result = await self._outbox_write(k, entry, *writing, undo)
+            keys = [k.code(code), k.code_uses(code), k.referrals(), k.referral_removals()]
+            result = await self._outbox_write(k, entry, self._scripts.use_code, keys, args, undo)
             if result[0] == "used":
-                return _code_record(code, _pairs(result[1]), result[2]), event, entry
-        raise StateChanging(f"referral code {code} kept changing while being used")
+                entry = replace(entry, payload=result[3].encode())
+                return _code_record(code, _pairs(result[1]), result[2]), event, entry, undo
+        raise StateChanging(f"referral code {name} kept changing while being used")
 
-    async def _use_snapshot(self, k: ProjectKeys, code: str, user: User) -> tuple[CodeRecord, User | None]:
-        """The code and the user's referrer, read together but not atomically: use_code's script re-checks both."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(k.code(code))
-            pipe.hget(k.referrals(), user_field(user))
-            fields, edge = await pipe.execute()
-        record = _code_record(code, fields, [])
+    async def _use_snapshot(self, k: ProjectKeys, name: str, user: User) -> tuple[str, CodeRecord, User | None]:
+        """The code `name` finds (its current name and record) and the user's referrer, read together: use_code's
+        script re-checks them."""
+        code, record, edge = await self._code_by_name(k, name, user)
         if record is None:
             raise CodeNotFound("Referral code not found")
-        return record, None if edge is None else parse_user_field(json.loads(edge)["by"])
+        return code, record, None if edge is None else parse_user_field(json.loads(edge)["by"])
+
+    def _use_undo(self, k: ProjectKeys, entry: _Entry, code: str, use_json: str, user: User) -> Callable:
+        """The undo of a use made under the name `code`: under the code's current name (it may be renamed by then)."""
+
+        async def undo():
+            current = code
+            for _ in range(_ATTEMPTS):
+                keys = [k.outbox(), k.outbox_records(), k.code_names(), k.code(current), k.code_uses(current),
+                        k.referrals()]  # fmt: skip
+                args = [entry.id, entry.due_ms, use_json, user_field(user), entry.id, code, current]
+                result = await self._scripts.undo_use(keys=keys, args=args)
+                if not isinstance(result, list):
+                    return result
+                current = result[1]
+            raise StateChanging(f"referral code {code} kept being renamed while its use was undone")
+
+        return undo
 
     async def referral_of(self, project_id: str, user: User) -> Referral | None:
         return (await self.referrals_among(project_id, [user])).get(user)
@@ -762,11 +797,14 @@ class RedisStateStore:
         return lambda: script(keys=[k.outbox(), k.outbox_records(), *keys], args=[entry.id, entry.due_ms, *args])
 
     @asynccontextmanager
-    async def _published(self, k: ProjectKeys, entry: _Entry, undo: Callable, value: Any):
-        """The block publishes the entry's message: then the entry goes. If it raises, `undo`, unless it may have
-        published: then the change stands and the relay publishes its entry at once. A change that stands (this
-        way, or because the relay leased its entry first) is a success: the block's LogUnavailable is swallowed,
-        so the request answers what it changed rather than a 503 whose retry would find the change made."""
+    async def _published(
+        self, k: ProjectKeys, entry: _Entry, undo: Callable, value: Any, published: Callable | None = None
+    ):
+        """The block publishes the entry's message: then the entry goes (by `published` when given). If it raises,
+        `undo`, unless it may have published: then the change stands and the relay publishes its entry at once. A
+        change that stands (this way, or because the relay leased its entry first, or another change was built on
+        it: see redis_scripts' outbox_build_on) is a success: the block's LogUnavailable is swallowed, so the request
+        answers what it changed rather than a 503 whose retry would find the change made."""
         try:
             yield Change(value, entry.payload)
         except BaseException as exc:
@@ -782,7 +820,10 @@ class RedisStateStore:
                 raise  # a cancellation goes on; the relay publishes the change
             return
         try:
-            await self._scripts.outbox_delete(keys=[k.outbox(), k.outbox_records()], args=[entry.id])
+            if published is None:
+                await self._scripts.outbox_delete(keys=[k.outbox(), k.outbox_records()], args=[entry.id])
+            else:
+                await published()
         except Exception:  # the relay publishes it again once due: a repeat, dropped downstream
             log.warning("outbox_entry_not_deleted", project_id=k.project_id, entry=entry.id, exc_info=True)
 
@@ -872,7 +913,7 @@ class RedisStateStore:
             entry = replace(_new_entry(), payload=dump_records([codes_created_record(project_id, owner, [renamed])]))
             keys = [k.affiliate_codes(), k.code_names(), k.owner_codes(owner), k.code(old), k.code_uses(old),
                     k.code(name), k.code_uses(name)]  # fmt: skip
-            earlier = [fields.get(field, "") for field in ("names", "proof", "updated_ms")]
+            earlier = [fields.get(field, "") for field in ("names", "proof", "updated_ms", "pending")]
             undo_args = [owner_field, old, name, *earlier]
             undo = self._outbox_undo(k, entry, self._scripts.undo_rename_affiliate_code, keys, undo_args)
             args = [owner_field, old, name, _json(proof), renamed.updated_at_ms]
@@ -890,13 +931,15 @@ class RedisStateStore:
     async def set_rebate_rate(
         self, project_id: str, owner: User, code: str, rebate_rate: Decimal | None, proof: dict
     ) -> CodeRecord:
-        k = ProjectKeys(project_id)
-        for _ in range(2):  # once more if the code was renamed between the lookup of its name and the change
-            name = await self._current_name(k, normalize_code(code))
+        k, name = ProjectKeys(project_id), normalize_code(code)
+        for _ in range(_ATTEMPTS):  # again if the code was renamed between its lookup and the change
+            current, record, _ = await self._code_by_name(k, name)
+            if record is None or record.owner != owner:
+                raise AffiliateCodeNotFound("The user has no such code")
             args = [user_field(owner), _rate_text(rebate_rate), _json(proof), now_ms()]
-            if await self._scripts.set_rebate_rate(keys=[k.code(name)], args=args) == 1:
-                return (await self._read_codes(k, [name]))[0]
-        raise AffiliateCodeNotFound("The user has no such code")
+            if await self._scripts.set_rebate_rate(keys=[k.code(current)], args=args) == 1:
+                return (await self._read_codes(k, [current]))[0]
+        raise StateChanging(f"referral code {name} kept changing")
 
     @asynccontextmanager
     async def remove_referral(self, project_id: str, user: User, code: str, referrer: User):
@@ -904,22 +947,27 @@ class RedisStateStore:
         for _ in range(_ATTEMPTS):  # the script re-checks that the referral is still the one read
             edge_text = await self._redis.hget(k.referrals(), user_key)
             edge = None if edge_text is None else json.loads(edge_text)
-            named = await self._current_name(k, normalize_code(code))
-            through = None if edge is None else await self._current_name(k, edge["code"])
-            if edge is None or through != named or parse_user_field(edge["by"]) != referrer:
+            if edge is None or parse_user_field(edge["by"]) != referrer:
+                raise ReferralNotFound("Referral not found")
+            names = [normalize_code(code), edge["code"]]  # resolved at once: a rename moves both or neither
+            now = await self._redis.hmget(k.code_names(), names)
+            named, through = (current or name for current, name in zip(now, names, strict=True))
+            if through != named:
                 raise ReferralNotFound("Referral not found")
             record = referral_removed_record(
                 project_id, uuid.uuid4().hex, edge.get("use", ""), edge["code"], referrer, user, edge["at"], now_ms()
             )
             entry = replace(_new_entry(record.id), payload=dump_records([record]))
-            edge_args = [user_key, edge_text]
-            undo = self._outbox_undo(k, entry, self._scripts.undo_remove_referral, [k.referrals()], edge_args)
-            writing = (self._scripts.remove_referral, [k.referrals()], edge_args)
+            edge_keys, edge_args = [k.referrals(), k.referral_removals()], [user_key, edge_text]
+            undo = self._outbox_undo(k, entry, self._scripts.undo_remove_referral, edge_keys, edge_args)
+            writing = (self._scripts.remove_referral, edge_keys, edge_args)
             if await self._outbox_write(k, entry, *writing, undo) == "removed":
                 break
         else:
             raise StateChanging(f"the referral of {user_key} kept changing ({k.project_id})")
-        async with self._published(k, entry, undo, Referral(through, referrer, edge["at"])) as change:
+        removal_keys = [k.outbox(), k.outbox_records(), k.referral_removals()]
+        published = partial(self._scripts.referral_removal_published, keys=removal_keys, args=[entry.id, user_key])
+        async with self._published(k, entry, undo, Referral(through, referrer, edge["at"]), published) as change:
             yield change
 
     async def referrals_among(self, project_id: str, users: Sequence[User]) -> dict[User, Referral]:

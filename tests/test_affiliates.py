@@ -375,7 +375,7 @@ def test_rebate_rate_splits_the_level_1_commission(api):
     assert (b["by_kind"]["rebate"], b["by_kind"]["end_user_reward"], b["total_points"]) == ("2.5", "10", "22.5")
     users_board = api.get("/payouts/leaderboard/users", params={**user(B)}).json()["results"]
     assert [(r["total_amount"], r["total_attributions"]) for r in users_board] == [("22.5", 3)]  # earned as a user
-    assert api.get("/payouts/leaderboard/payouts", params=user(A)).json()["results"][0]["total_amount"] == "57.5"
+    assert api.get("/payouts/leaderboard/payouts", params=user(A)).json()["results"][0]["total_amount"] == 57.5
     eventually(lambda: _earned(api, A, 57.5))  # the code's earnings: what A kept
     for wrong in (2, -1, "x", None):
         assert isinstance(

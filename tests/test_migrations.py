@@ -108,7 +108,8 @@ def legacy_statements(up_to: int = 3) -> list[str]:
 def test_versions_1_to_3_are_the_statements_of_before():
     assert [(m.version, m.name) for m in schema.load_migrations()] == [
         (1, "tables"), (2, "affiliates_claims"), (3, "dead_letters"), (4, "dedup_ids"),
-        (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats")]  # fmt: skip
+        (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats"),
+        (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 

@@ -47,6 +47,10 @@ except ImportError:  # FastAPI before 0.165: app.routes holds the APIRoutes them
 API_PREFIX = "/api/v1"
 
 
+class PageRouter(APIRouter):
+    """Routes served at the root, outside the API's prefix: pages for a browser (the operator console), not the API."""
+
+
 class AnyText(StringConvertor):
     """A path parameter that may hold `/` and any character. Starlette's `path` convertor is `.*`, which stops
     before a newline, and its route patterns end in `$`, which matches before a final one: `0x…%0A` would
@@ -74,7 +78,7 @@ def create_app(
         redirect_slashes=False,  # a 307 with an empty body helps no client: a 404 that names the path instead
     )
     for router in routers:
-        app.include_router(router, prefix=API_PREFIX)
+        app.include_router(router, prefix="" if isinstance(router, PageRouter) else API_PREFIX)
     unhealthy = {503: {"description": "Service Unavailable: a storage engine does not answer"}}
     app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=unhealthy)
     _install_error_handlers(app)

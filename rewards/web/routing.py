@@ -23,9 +23,16 @@ QUERY_ROUTES = (
     ("GET", "/api/v1/payouts"),
     ("GET", "/api/v1/affiliates"),
     ("GET", "/api/v1/claim-checks"),
+    # API.md §7, the published client's getReferredUsersLeaderboard (not under /payouts).
+    ("GET", "/api/v1/leaderboard"),
+    # API.md §7, the published client's getConversions: the payout configuration's conversion rules.
+    ("GET", "/api/v1/conversions"),
     # A read done by POST (API.md §7, the published client's getClaimableChecks): the user's closed checks are listed
     # by the warehouse, their current states read from the state store, and signed.
     ("POST", "/api/v1/claim-checks/claim"),
+    # The operator console: its page (served at the root, outside the API) and its reads.
+    ("GET", "/console"),
+    ("GET", "/api/v1/console"),
 )
 
 

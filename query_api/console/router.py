@@ -1,0 +1,99 @@
+"""The operator console: `GET /console`, a page for a browser (served at the root, outside the API), and the few reads
+under `/api/v1/console` it needs beside the contract's endpoints (a project's pipeline health, its points by hour, its
+claim checks as a whole). The page signs in with an API key, which it keeps in the tab's session storage and sends
+as every client does (`Authorization: Bearer`); the page itself needs none, and holds nothing of any project."""
+
+import hashlib
+from functools import cache
+from importlib import resources
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, Response
+
+from query_api.console import service
+from rewards.domain.timestamps import now_ms
+from rewards.ports import Principal
+from rewards.web.http import API_PREFIX, PageRouter, backends_of, guard
+
+router = APIRouter(prefix="/console", tags=["console"])
+pages = PageRouter(prefix="/console", include_in_schema=False)
+
+STATIC = resources.files("query_api.console") / "static"
+# The files the page loads, by name (nothing else is served: no path reaches the file system).
+ASSETS = {
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+    "uPlot.min.css": "text/css; charset=utf-8",
+}
+# Everything the page loads comes from this server: a browser refuses any other origin, and any inline script.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+@router.get("/health")
+async def health(request: Request, principal: Principal = Depends(guard(None))):
+    """The project's pipeline: events accepted and written per second, how long they waited to be written
+    (freshness), the dead letters, and the event log's backlog (the whole pipeline's; null where this process does
+    not measure it: the production query API)."""
+    backends = backends_of(request)
+    now = now_ms()
+    minutes = await service.pipeline_minutes(backends.warehouse, principal.project_id, now - service.DAY_MS)
+    answer = {"project_id": principal.project_id, **service.health(minutes, now)}
+    answer["dead_letters"]["latest"] = await service.latest_dead_letters(backends.warehouse, principal.project_id, 5)
+    measured = backends.backpressure
+    answer["backlog"] = {"scope": "pipeline", "messages": None if measured is None else await measured.backlog()}
+    return answer
+
+
+@router.get("/points")
+async def points(
+    request: Request,
+    hours: int = Query(48, ge=1, le=720),
+    principal: Principal = Depends(guard(None)),
+):
+    """Points paid per hour over the last `hours` hours (1-720), oldest first, every hour listed."""
+    series = await service.points_by_hour(backends_of(request).warehouse, principal.project_id, hours, now_ms())
+    return {"hours": series}
+
+
+@router.get("/claim-checks")
+async def claim_checks(
+    request: Request,
+    limit: int = Query(10, ge=1, le=100),
+    principal: Principal = Depends(guard(None)),
+):
+    """The project's claim checks per currency (open, closed and claimed amounts) and its newest claims (`limit`)."""
+    warehouse = backends_of(request).warehouse
+    return {
+        "totals": await service.claim_totals(warehouse, principal.project_id),
+        "latest_claims": await service.latest_claims(warehouse, principal.project_id, limit),
+    }
+
+
+@pages.get("")
+async def console_page() -> HTMLResponse:
+    return HTMLResponse(_page(), headers=PAGE_HEADERS)
+
+
+@pages.get("/static/{name}")
+async def asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise HTTPException(404, "Not Found")
+    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+    return Response((STATIC / name).read_bytes(), media_type=ASSETS[name], headers=headers)
+
+
+@cache
+def _page() -> str:
+    """The page, its assets named with a hash of their content (a new version is never read from a cache)."""
+    page = (STATIC / "console.html").read_text()
+    for name in ASSETS:
+        version = hashlib.sha256((STATIC / name).read_bytes()).hexdigest()[:12]
+        page = page.replace(f"{{{{{name}}}}}", f"/console/static/{name}?v={version}")
+    return page.replace("{{api}}", API_PREFIX)

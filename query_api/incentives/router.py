@@ -1,0 +1,37 @@
+"""GET /payouts/terms-by-tier and GET /conversions (API.md §7): the project's payout configuration (§6) as the published
+client's getIncentivesByTier and getConversions read it. GET /conversions is also what the client's getIncentives
+(out of scope, deprecated) calls: it gets the same answer."""
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from query_api.incentives import service
+from rewards.ports import Principal
+from rewards.web.errors import bad_request
+from rewards.web.http import backends_of, guard
+
+router = APIRouter(tags=["payout terms"])
+
+
+@router.get("/payouts/terms-by-tier")
+async def terms_by_tier(
+    request: Request,
+    tier_ids: str | None = Query(
+        None, description="Comma-separated tier ids of the configuration; `null` names the default bucket"
+    ),
+    principal: Principal = Depends(guard(None)),
+):
+    """The terms of each conversion rule per tier: the default bucket (`tier_id` null: affiliates without a tier of
+    their own, at the rates of the configuration's `default_tier`) then every tier by rank, or those of `tier_ids`."""
+    wanted = None if tier_ids is None else [i.strip() for i in tier_ids.split(",") if i.strip()] or None
+    config = await backends_of(request).state.get_config(principal.project_id)
+    try:
+        return service.terms_by_tier(config, wanted)
+    except service.UnknownTiers as exc:
+        raise bad_request(str(exc)) from exc
+
+
+@router.get("/conversions")
+async def conversions(request: Request, principal: Principal = Depends(guard(None))):
+    """The conversion rules of the configuration in the client's `Conversion` shape (the query the client may send,
+    `user_identifier` and `identifier_type`, is ignored, as its docs say)."""
+    return service.conversions(await backends_of(request).state.get_config(principal.project_id))

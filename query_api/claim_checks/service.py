@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from query_api.paging import counted_page
 from rewards.domain import claim_signing
 from rewards.domain.claim_checks import CLOSED, ClaimCheck
 from rewards.domain.payout_config import TokenCurrency
@@ -34,18 +35,6 @@ def _key_prefix(user: User | None) -> tuple[str, dict]:
 def _latest(user: User | None) -> tuple[str, dict]:
     where, params = _key_prefix(user)
     return f"SELECT * FROM claim_checks FINAL WHERE {where}", params
-
-
-async def _page(warehouse: Warehouse, sql: str, params: dict, offset: int, limit: int) -> tuple[list[dict], int]:
-    """One page of `sql` (which must select `count() OVER () AS total_count`) and the number of rows."""
-    rows = await warehouse.query(f"{sql} LIMIT {{limit:UInt32}} OFFSET {{offset:UInt64}}", {
-        **params, "limit": limit, "offset": offset})  # fmt: skip
-    if rows:
-        return rows, int(rows[0]["total_count"])
-    if offset == 0:
-        return [], 0
-    counted = await warehouse.query(f"SELECT count() AS c FROM ({sql})", params)
-    return [], int(counted[0]["c"])
 
 
 def _currency(row: dict) -> TokenCurrency:
@@ -80,7 +69,7 @@ async def claim_history(
         f" GROUP BY hash, currency_address, currency_chain_id"
         f" ORDER BY claimed_ms DESC, hash, currency_address, currency_chain_id"
     )
-    rows, total = await _page(warehouse, sql, {**params, "project": project_id}, offset, limit)
+    rows, total = await counted_page(warehouse, sql, {**params, "project": project_id}, offset, limit)
     return [HistoryRow(r["hash"], _currency(r), int(r["amount_text"]), int(r["claimed_ms"])) for r in rows], total
 
 
@@ -138,7 +127,7 @@ async def project_checks(
         f" toUnixTimestamp64Milli(claimed_at) AS claimed_ms, version, count() OVER () AS total_count"
         f" FROM ({latest}) WHERE {' AND '.join(conditions)} ORDER BY created_at DESC, id"
     )
-    rows, total = await _page(warehouse, sql, params, offset, limit)
+    rows, total = await counted_page(warehouse, sql, params, offset, limit)
     return [_check(r) for r in rows], total
 
 

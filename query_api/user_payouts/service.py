@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
+from query_api.paging import counted_page
 from rewards.domain.amounts import exact_sum
 from rewards.domain.claim_checks import OPEN, check_id
 from rewards.domain.payouts import User
@@ -58,18 +59,6 @@ def _recipient_rows(project_id: str, user: User, onchain: bool, window: Window) 
     return " AND ".join(conditions), params
 
 
-async def _page(warehouse: Warehouse, sql: str, params: dict, offset: int, limit: int) -> tuple[list[dict], int]:
-    """One page of `sql` (which selects `count() OVER () AS total_count`) and the number of rows in all."""
-    rows = await warehouse.query(f"{sql} LIMIT {{limit:UInt32}} OFFSET {{offset:UInt64}}", {
-        **params, "limit": limit, "offset": offset})  # fmt: skip
-    if rows:
-        return rows, int(rows[0]["total_count"])
-    if offset == 0:
-        return [], 0
-    counted = await warehouse.query(f"SELECT count() AS c FROM ({sql})", params)
-    return [], int(counted[0]["c"])
-
-
 def _currency(row: dict) -> Currency:
     return Currency(row["currency"], int(row["currency_chain_id"]))
 
@@ -94,7 +83,7 @@ async def by_conversion(
         f" GROUP BY conversion_name, is_referrer, currency, currency_chain_id"
         f" ORDER BY conversion_name, is_referrer DESC, currency, currency_chain_id"
     )
-    rows, total = await _page(warehouse, sql, params, offset, limit)
+    rows, total = await counted_page(warehouse, sql, params, offset, limit)
     return [
         ConversionTotal(r["conversion_name"], bool(r["is_referrer"]), _currency(r), Decimal(r["amount_text"]))
         for r in rows
@@ -122,7 +111,7 @@ async def movements(
         f" toString(amount) AS amount_text, count() OVER () AS total_count"
         f" FROM recipient_payouts WHERE {where} ORDER BY happened_at DESC, payout_id DESC"
     )
-    rows, total = await _page(warehouse, sql, params, offset, limit)
+    rows, total = await counted_page(warehouse, sql, params, offset, limit)
     check_ids = {row["payout_id"]: check_id(project_id, row["payout_id"]) for row in rows} if onchain else {}
     statuses = await _check_statuses(warehouse, project_id, user, list(check_ids.values()))
     return [

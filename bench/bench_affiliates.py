@@ -7,7 +7,8 @@ Per case and shape: GET /affiliates over HTTP (p50, p99) against a real `rewards
 `rewards query-api` process on Redis and a ClickHouse server (production), beside the same page computed
 from the raw tables with no read model (what the read model saves), on chdb in-process or through the
 ClickHouse HTTP client; the two answers (affiliates in order, their figures, the count) are checked to be
-identical. `main` measures the embedded shape of one data dir only.
+identical. The affiliate portal's heaviest calls are measured on the same data and servers (bench/bench_portal.py).
+`main` measures the embedded shape of one data dir only.
 """
 
 import asyncio
@@ -20,6 +21,7 @@ from pathlib import Path
 import httpx
 import typer
 
+from bench import bench_portal
 from bench.context import Context
 from bench.generate_affiliates import generate, generate_in
 from bench.queries import query_api
@@ -34,7 +36,7 @@ from tests.harness import Server
 
 TARGET_P99_MS = 50
 SCALES = {"10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}  # affiliates, conversions
-DATA_VERSION = 2  # bump when the generated tables change: older data dirs are not reused
+DATA_VERSION = 3  # bump when the generated tables change: older data dirs are not reused
 
 RAW_FIGURES = """(
     SELECT reinterpretAsUInt128(sipHash128(affiliate_identifier_type, affiliate_identifier)) AS user_key,
@@ -178,20 +180,27 @@ def measure(data_dir: Path, label: str, runs: int) -> list[Figure]:
     """The embedded shape on one generated data dir: `rewards serve`, the raw tables on chdb in-process."""
     info = json.loads((data_dir / "bench.json").read_text())
 
-    async def raw() -> dict:
+    async def raw() -> tuple[dict, dict]:
         warehouse = ChdbWarehouse(data_dir / "warehouse")
         try:
-            return await raw_tables(warehouse, info["project_id"], _raw_runs(runs))
+            return (
+                await raw_tables(warehouse, info["project_id"], _raw_runs(runs)),
+                await bench_portal.raw_tables(warehouse, info["project_id"], _raw_runs(runs)),
+            )
         finally:
             await warehouse.close()
 
-    raw_answers = asyncio.run(raw())
+    raw_answers, raw_portal = asyncio.run(raw())
     server = Server(data_dir).start()
     try:
         http = over_http(server.url, info["api_key"], runs)
+        portal = bench_portal.over_http(server.url, info["api_key"], runs)
     finally:
         server.stop()
-    return figures_of(http, raw_answers, label, "embedded", str(data_dir))
+    where = str(data_dir)
+    return figures_of(http, raw_answers, label, "embedded", where) + bench_portal.figures_of(
+        portal, raw_portal, label, "embedded", where
+    )
 
 
 def ensure_data(data_root: Path, scale: str) -> Path:
@@ -206,13 +215,17 @@ def ensure_data(data_root: Path, scale: str) -> Path:
 
 def measure_production(context: Context, scale: str, label: str, runs: int) -> list[Figure]:
     """The production shape: a `rewards query-api` process, the raw tables through the ClickHouse client."""
-    meta, raw_answers = asyncio.run(_production_raw(context, scale, _raw_runs(runs)))
+    meta, raw_answers, raw_portal = asyncio.run(_production_raw(context, scale, _raw_runs(runs)))
     with query_api(context.engine_env) as url:
         http = over_http(url, meta["api_key"], runs)
-    return figures_of(http, raw_answers, label, "production", f"the ClickHouse server ({scale})")
+        portal = bench_portal.over_http(url, meta["api_key"], runs)
+    where = f"the ClickHouse server ({scale})"
+    return figures_of(http, raw_answers, label, "production", where) + bench_portal.figures_of(
+        portal, raw_portal, label, "production", where
+    )
 
 
-async def _production_raw(context: Context, scale: str, runs: int) -> tuple[dict, dict]:
+async def _production_raw(context: Context, scale: str, runs: int) -> tuple[dict, dict, dict]:
     from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
     from rewards.adapters.production.redis_state import open_redis_state
 
@@ -220,7 +233,8 @@ async def _production_raw(context: Context, scale: str, runs: int) -> tuple[dict
     warehouse = await ClickHouseWarehouse.connect(context.engine_env["CLICKHOUSE_URL"])
     try:
         meta = await ensure_production(state, warehouse, context.data_root, scale)
-        return meta, await raw_tables(warehouse, meta["project_id"], runs)
+        portal = await bench_portal.raw_tables(warehouse, meta["project_id"], runs)
+        return meta, await raw_tables(warehouse, meta["project_id"], runs), portal
     finally:
         await warehouse.close()
         await state.close()

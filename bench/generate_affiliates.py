@@ -13,14 +13,16 @@ materialized views fill exactly as in production; the generation itself runs ins
 
 The shape: affiliates form a 4-ary referral tree (affiliate i was referred by affiliate (i-1)/4);
 end users are referred by affiliate `user % affiliates`; each conversion is a purchase by user
-`n % users` with a base of 1–1000 points, spread over the last 365 days, paying commissions on up
-to 4 levels at the base tier's rates. Every fifth affiliate is gold; statuses, regions, audiences
-and tax statuses cycle.
+`n % users` with a value (its base) of 1–1000 points and a tenth of it as revenue, spread over the last 365 days,
+paying commissions on up to 4 levels at the base tier's rates. Every fifth affiliate is gold; statuses, regions,
+audiences and tax statuses cycle. The conversions are written before their volumes and payouts, as a delivery
+writes them: the affiliate portal's views join them (schemas/clickhouse/011_affiliate_portal.sql).
 """
 
 import asyncio
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -46,6 +48,8 @@ STATE_CHUNK = 500  # affiliates stored concurrently through the StateStore port
 STATE_CONNECTIONS = 50  # of those, in flight at once
 MERGED_TABLES = (
     "affiliates", "affiliate_stats", "affiliate_stats_daily", "affiliate_stats_daily_by_user", "affiliate_listing",
+    "affiliate_portal_daily", "affiliate_portal_earnings_daily", "affiliate_portal_totals", "referral_edges",
+    "user_conversions_daily",
 )  # fmt: skip
 STATUSES, REGIONS = ("active", "pending", "suspended"), ("EU", "US", "APAC", "LATAM")
 AUDIENCES, TAXES = ("crypto", "gaming", "defi"), ("verified", "pending", "exempt", "missing")
@@ -73,15 +77,34 @@ FROM numbers({{start:UInt64}}, {{count:UInt64}})
 
 # Affiliates referred by their parent in the tree, then end users referred by `user % affiliates`.
 AFFILIATE_REFERRALS_SQL = f"""
-INSERT INTO referrals
+INSERT INTO referrals (project_id, user_identifier_type, user_identifier, referrer_identifier_type,
+                       referrer_identifier, code, referred_at)
 SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="number")}, 'evm_address',
        {ADDRESS.format(n="intDiv(number - 1, 4)")}, 'CODE', now64(3)
 FROM numbers({{start:UInt64}}, {{count:UInt64}}) WHERE number > 0
 """
 USER_REFERRALS_SQL = f"""
-INSERT INTO referrals
+INSERT INTO referrals (project_id, user_identifier_type, user_identifier, referrer_identifier_type,
+                       referrer_identifier, code, referred_at)
 SELECT {{project:String}}, 'evm_address', {USER_ADDRESS.format(n="number")}, 'evm_address',
        {ADDRESS.format(n="number % {affiliates:UInt64}")}, 'CODE', now64(3)
+FROM numbers({{start:UInt64}}, {{count:UInt64}})
+"""
+
+# One conversion per number: user `n % users`, its time and value; `now` is one instant for every statement, so that
+# a conversion's volume and payout rows carry its very time.
+CONVERSION = """
+WITH number % {users:UInt64} AS user, toDecimal256(1 + number % 1000, 18) AS base,
+     {now:DateTime64(3, 'UTC')} - toIntervalSecond(cityHash64(number) % (365 * 86400)) AS happened
+"""
+CONVERSIONS_SQL = f"""
+INSERT INTO conversions (project_id, dedup_id, name, user_identifier, user_identifier_type, timestamp, received_at,
+                         batch_id, args, metadata)
+{CONVERSION}
+SELECT {{project:String}}, concat('bench-', toString(number)), 'purchase', {USER_ADDRESS.format(n="user")},
+       'evm_address', happened, happened, 'bench',
+       concat('{{"value":{{"amount":"', toString(base), '"}},"revenue":{{"amount":"', toString(base / 10), '"}}}}'),
+       '{{}}'
 FROM numbers({{start:UInt64}}, {{count:UInt64}})
 """
 
@@ -92,17 +115,20 @@ WITH number % {users:UInt64} AS user, toInt64(user % {affiliates:UInt64}) AS a1,
      if(a3 > 0, intDiv(a3 - 1, 4), -1) AS a4,
      arrayJoin(arrayFilter(x -> x.2 >= 0, [(1, a1), (2, toInt64(a2)), (3, toInt64(a3)), (4, toInt64(a4))])) AS link,
      toDecimal256(1 + number % 1000, 18) AS base,
-     now64(3) - toIntervalSecond(cityHash64(number) % (365 * 86400)) AS happened
+     {now:DateTime64(3, 'UTC')} - toIntervalSecond(cityHash64(number) % (365 * 86400)) AS happened
 """
 VOLUMES_SQL = f"""
-INSERT INTO affiliate_volumes
+INSERT INTO affiliate_volumes (project_id, source_id, level, affiliate_identifier_type, affiliate_identifier, base,
+                               happened_at)
 {CHAIN}
 SELECT {{project:String}}, concat('bench-', toString(number)), link.1, 'evm_address',
        {ADDRESS.format(n="link.2")}, base, happened
 FROM numbers({{start:UInt64}}, {{count:UInt64}})
 """
 PAYOUTS_SQL = f"""
-INSERT INTO payouts
+INSERT INTO payouts (project_id, payout_id, source_id, source_type, kind, role, level, recipient_identifier,
+                     recipient_identifier_type, amount, currency, currency_chain_id, currency_name, currency_decimals,
+                     happened_at, created_at)
 {CHAIN}
 SELECT {{project:String}}, concat('conversion:bench-', toString(number), ':', toString(link.1)),
        concat('bench-', toString(number)), 'conversion', 'affiliate_commission', 'affiliate', link.1,
@@ -145,10 +171,12 @@ async def _project(state: StateStore) -> tuple[str, str]:
 
 async def fill_warehouse(warehouse: Warehouse, project_id: str, affiliates: int, conversions: int) -> None:
     users = max(affiliates * 2, 1)
-    params = {"project": project_id, "affiliates": affiliates, "users": users}
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.000")
+    params = {"project": project_id, "affiliates": affiliates, "users": users, "now": now}
     steps = [
         (AFFILIATES_SQL, affiliates), (CODES_SQL, affiliates), (AFFILIATE_REFERRALS_SQL, affiliates),
-        (USER_REFERRALS_SQL, users), (VOLUMES_SQL, conversions), (PAYOUTS_SQL, conversions),
+        (USER_REFERRALS_SQL, users), (CONVERSIONS_SQL, conversions), (VOLUMES_SQL, conversions),
+        (PAYOUTS_SQL, conversions),
     ]  # fmt: skip
     with tqdm(total=sum(count for _, count in steps), unit="row", desc="generating") as progress:
         for sql, total in steps:

@@ -1,5 +1,6 @@
 """The query side: dashboards' reads from the warehouse's materialized views."""
 
+from query_api.affiliate_portal.router import router as affiliate_portal_router
 from query_api.affiliates.router import router as affiliates_router
 from query_api.claim_checks.router import router as claim_checks_router
 from query_api.console.router import pages as console_pages
@@ -15,6 +16,7 @@ ROUTERS = [
     user_payouts_router,
     incentives_router,
     affiliates_router,
+    affiliate_portal_router,
     claim_checks_router,
     console_router,
     console_pages,

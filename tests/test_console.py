@@ -313,7 +313,10 @@ def test_the_affiliate_page_draws_the_portals_tree_and_breakdown_as_declared(con
         "earnings": 12.5,
         "earnings_currency": "point",
     }
-    answers = {"referral-tree": tree, "stats-breakdown": {"results": [day, {**day, "date": "2026-11-22"}]}}
+    quiet = {**day, "date": "2026-11-20", **dict.fromkeys(("r1_volume", "r2_volume", "revenue", "attributions"), 0)}
+    quiet.update(referred_users=0, earnings=0)
+    breakdown = [quiet, day, {**day, "date": "2026-11-22"}]
+    answers = {"referral-tree": tree, "stats-breakdown": {"results": breakdown}}
     asked: list[str] = []
 
     def portal(route):
@@ -327,7 +330,7 @@ def test_the_affiliate_page_draws_the_portals_tree_and_breakdown_as_declared(con
     console.page.wait_for_selector("#breakdown tbody td:not(.empty)")
     assert console.page.locator("#referral-tree .node").count() == 3
     assert console.page.locator("#referral-tree a").count() == 2  # the nodes that are affiliates link to their page
-    assert console.column("#breakdown", 1) == ["2026-11-21", "2026-11-22"]
+    assert console.column("#breakdown", 1) == ["2026-11-22", "2026-11-21"]  # days with figures, newest first
     assert console.column("#breakdown", 8) == ["12.5 point", "12.5 point"]
     assert console.page.locator("#breakdown-chart canvas").count() > 0
     params = [dict(parse_qsl(urlsplit(url).query)) for url in asked]

@@ -109,7 +109,7 @@ def test_versions_1_to_3_are_the_statements_of_before():
     assert [(m.version, m.name) for m in schema.load_migrations()] == [
         (1, "tables"), (2, "affiliates_claims"), (3, "dead_letters"), (4, "dedup_ids"),
         (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats"),
-        (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes")]  # fmt: skip
+        (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes"), (11, "affiliate_portal")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 
@@ -498,6 +498,50 @@ async def test_a_failed_migration_is_not_recorded_and_runs_again_from_its_start(
     run = await migrations.migrate(warehouse, migrations=schema.load_migrations(migrations_dir(tmp_path)))
     assert run.summary()["applied"] == [NEXT, AFTER]
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)  # not counted twice
+
+
+# The affiliate portal's tables (migration 11), summed per key without the project (two projects compare).
+PORTAL = "WHERE project_id = {p:String} GROUP BY ALL ORDER BY ALL"
+PORTAL_FIGURES = {
+    "daily": "SELECT toString(user_key) AS k, toString(day) AS d, level, toString(trader_key) AS t, name,"
+    " toString(sum(volume)) AS v, toString(sum(revenue)) AS r, sum(attributions) AS n"
+    f" FROM affiliate_portal_daily {PORTAL}",
+    "earnings": "SELECT toString(user_key) AS k, toString(day) AS d, level, name, currency, toString(sum(amount)) AS a,"
+    " toString(sum(paid_volume)) AS v, toString(sum(paid_revenue)) AS r, sum(paid_attributions) AS n"
+    f" FROM affiliate_portal_earnings_daily {PORTAL}",
+    "totals": "SELECT toString(user_key) AS k, max(status) AS s, max(region) AS g, toString(sum(volume)) AS v,"
+    " toString(sum(revenue)) AS r,"
+    " sum(attributions) AS n, sum(referred_users) AS referred, toString(sumMap(earnings)) AS e"
+    f" FROM affiliate_portal_totals {PORTAL}",
+    "edges": "SELECT toString(referrer_key) AS r, toString(user_key) AS u, max(user_identifier) AS id,"
+    f" max(removed) AS removed FROM referral_edges {PORTAL}",
+    "own": "SELECT toString(user_key) AS k, toString(day) AS d, name, toString(sum(volume)) AS v,"
+    f" toString(sum(revenue)) AS r, sum(conversions) AS n FROM user_conversions_daily {PORTAL}",
+}  # fmt: skip
+
+
+async def test_the_affiliate_portal_backfill_makes_what_its_views_make(warehouse, state):
+    await migrations.migrate(warehouse, target=10)
+    before = await populate(state, warehouse)  # written before migration 11: its backfill reads it
+    assert (await migrations.migrate(warehouse)).summary()["applied"] == [11]
+    after = await populate(state, warehouse)  # written after: its views make the rows
+    for name, sql in PORTAL_FIGURES.items():
+        backfilled = await warehouse.query(sql, {"p": before})
+        assert backfilled == await warehouse.query(sql, {"p": after}), name
+        assert backfilled, name
+    # Bob's purchase of 200 and signup are Alice's level 1; Carol's purchase of 50 and swap (revenue 100) Bob's level
+    # 1 and Alice's level 2.
+    levels = "SELECT level, toString(sum(volume)) AS v, toString(sum(revenue)) AS r, sum(attributions) AS n"
+    levels += " FROM affiliate_portal_daily WHERE project_id = {p:String} AND user_key = {k:UInt128}"
+    levels += " GROUP BY level ORDER BY level"
+    for user, expected in ((ALICE, [(1, "200", "0", 2), (2, "50", "100", 2)]), (BOB, [(1, "50", "100", 2)])):
+        rows = await warehouse.query(levels, {"p": before, "k": await _key(warehouse, user)})
+        assert [(row["level"], row["v"], row["r"], row["n"]) for row in rows] == expected
+
+
+async def _key(warehouse, user: User) -> int:
+    sql = "SELECT toString(reinterpretAsUInt128(sipHash128({t:String}, {i:String}))) AS k"
+    return int((await warehouse.query(sql, {"t": user.identifier_type, "i": user.identifier}))[0]["k"])
 
 
 async def test_a_changed_applied_migration_is_refused(warehouse, tmp_path):

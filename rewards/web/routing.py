@@ -27,6 +27,8 @@ QUERY_ROUTES = (
     ("GET", "/api/v1/leaderboard"),
     # API.md §7, the published client's getConversions: the payout configuration's conversion rules.
     ("GET", "/api/v1/conversions"),
+    # API.md §7, the published client's affiliate portal (getAffiliateStats, getReferralTree, ...).
+    ("GET", "/api/v1/affiliate-portal"),
     # A read done by POST (API.md §7, the published client's getClaimableChecks): the user's closed checks are listed
     # by the warehouse, their current states read from the state store, and signed.
     ("POST", "/api/v1/claim-checks/claim"),

@@ -390,9 +390,13 @@
       rows.map((r) => r.r2_volume),
       rows.map((r) => r.r3_volume),
     ]);
+    const active = (r) =>
+      [r.r1_volume, r.r2_volume, r.r3_volume, r.revenue, r.attributions, r.referred_users, r.earnings].some(
+        (figure) => Number(figure) !== 0
+      );
     fillRows(
       table,
-      rows.map((r) => [
+      rows.filter(active).reverse().map((r) => [
         cell(r.date.slice(0, 10)), cell(r.r1_volume, "num"), cell(r.r2_volume, "num"), cell(r.r3_volume, "num"),
         cell(r.revenue, "num"), cell(r.attributions, "num"), cell(r.referred_users, "num"),
         cell(`${r.earnings}${r.earnings_currency ? " " + r.earnings_currency : ""}`, "num"),

@@ -1,0 +1,461 @@
+"""The affiliate portal (API.md §7, the published client's GET /affiliate-portal/...): an affiliate's own figures in a
+window of whole UTC days, and the project's totals over its registered affiliates.
+
+Every figure comes from a read model, never from raw conversions or payouts: the per-affiliate, per-day tables of
+schemas/clickhouse/011_affiliate_portal.sql (volume, revenue and attributions per level and converting user; earnings
+and payout-eligible figures per level and currency; every user's own conversions), its one row per affiliate for the
+project's totals, its referrals by referrer key (`referral_edges`), and the §4 listing's `affiliate_stats` (002,
+007). An affiliate's rows are a range of each table's sorting key, so a request reads that affiliate's rows only; the
+referral tree reads those of each level's referrers, one lookup per level; the total stats read one row per
+affiliate.
+"""
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from rewards.domain.affiliates import LEVELS
+from rewards.domain.amounts import exact_sum
+from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
+from rewards.domain.payouts import POINT, User
+from rewards.ports import Affiliate, StateStore, Warehouse
+from schemas.clickhouse.values import param_chunks
+
+ZERO = Decimal(0)
+# The affiliate's (or a user's) key in the read models: a 128-bit hash of its identifier type and identifier.
+KEY = "reinterpretAsUInt128(sipHash128({type:String}, {id:String}))"
+DAYS = "day BETWEEN {first:Date32} AND {last:Date32}"
+REFERRED_IN_DAYS = "toDate32(referred_at) BETWEEN {first:Date32} AND {last:Date32}"
+REFERRER = f"project_id = {{project:String}} AND referrer_key = {KEY}"  # the affiliate's rows of referral_edges
+MAX_TREE_NODES = 10_000  # nodes of a referral tree answered at most: nearer levels first, then older referrals
+
+
+class NotAnIdentifier(ValueError):
+    """A text that is no valid identifier of any type."""
+
+
+async def affiliate_named(state: StateStore, project_id: str, identifier: str) -> Affiliate | None:
+    """The project's affiliate whose identifier this is, whatever its type (the client sends no type): the text is
+    tried as each type it is valid for (an EVM address in any case is one address); None if no such affiliate."""
+    candidates = []
+    for identifier_type in IDENTIFIER_TYPES:
+        try:
+            candidates.append(User(canonical_identifier(identifier, identifier_type), identifier_type))
+        except InvalidIdentifier:
+            continue
+    if not candidates:
+        raise NotAnIdentifier(f"user_identifier is not a valid identifier of any type ({', '.join(IDENTIFIER_TYPES)})")
+    found = await state.affiliates_among(project_id, candidates)
+    return next((found[user] for user in candidates if user in found), None)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One affiliate's figures: in `days` (first and last, inclusive; None: all time), of the conversions named
+    `names` (None: every conversion; empty: none)."""
+
+    project_id: str
+    affiliate: User
+    days: tuple[date, date] | None = None
+    names: tuple[str, ...] | None = None
+
+    def params(self) -> dict:
+        params = {"project": self.project_id, "type": self.affiliate.identifier_type, "id": self.affiliate.identifier}
+        if self.days is not None:
+            params.update(first=self.days[0].isoformat(), last=self.days[1].isoformat())
+        if self.names is not None:
+            params["names"] = list(self.names)
+        return params
+
+    def where(self, *, by_name: bool = True) -> str:
+        """The rows of the affiliate (by `user_key`) in the window (by `day`), of the conversions named (by `name`)."""
+        conditions = ["project_id = {project:String}", f"user_key = {KEY}"]
+        if self.days is not None:
+            conditions.append(DAYS)
+        if by_name and self.names is not None:
+            conditions.append("name IN {names:Array(String)}")
+        return " AND ".join(conditions)
+
+
+# -- figures -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LevelFigures:
+    volume: Decimal = ZERO
+    revenue: Decimal = ZERO
+    attributions: int = 0
+    traders: int = 0  # distinct converting users
+
+
+@dataclass(frozen=True)
+class Earning:
+    currency: str  # "point", or the token's name
+    amount: Decimal  # points, or whole tokens (the raw units divided by 10^decimals)
+
+
+def earnings_by_currency(rows: list[dict]) -> list[Earning]:
+    """Rows of (currency, currency_name, currency_decimals, amount) summed per currency name, in whole tokens: a token
+    of one name on several chains (USDC on two of them) is one currency."""
+    amounts: dict[str, list[Decimal]] = defaultdict(list)
+    for row in rows:
+        if row["currency"] == POINT:
+            amounts[POINT].append(Decimal(row["amount"]))
+        else:
+            amounts[row["currency_name"]].append(Decimal(row["amount"]).scaleb(-int(row["currency_decimals"])))
+    return [Earning(currency, exact_sum(values)) for currency, values in sorted(amounts.items())]
+
+
+@dataclass(frozen=True)
+class Stats:
+    levels: dict[int, LevelFigures]  # 1-4
+    earnings: dict[int, list[Earning]]  # by level: 1-4 commissions, 0 referral rewards
+    end_user_volume: Decimal
+    referred_ever: int  # users it referred, all time (a removed referral's too)
+    referred_now: int  # less those whose referral was removed
+
+
+# The columns of a read that answers several parts in one query (UNION ALL), and what a part without one answers.
+PART_COLUMNS = {
+    "level": "toUInt8(0)", "currency": "''", "currency_name": "''", "currency_decimals": "toUInt8(0)",
+    "volume": "'0'", "revenue": "'0'", "attributions": "toUInt64(0)", "traders": "toUInt64(0)", "amount": "'0'",
+    "referred": "toUInt64(0)", "removed": "toUInt64(0)",
+}  # fmt: skip
+
+
+def part_sql(part: str, source: str, **columns: str) -> str:
+    """One part of such a read: `SELECT '<part>' AS part, <every column> FROM <source>`."""
+    values = ", ".join(f"{columns.get(name, default)} AS {name}" for name, default in PART_COLUMNS.items())
+    return f"SELECT '{part}' AS part, {values} FROM {source}"
+
+
+def by_part(rows: list[dict]) -> dict[str, list[dict]]:
+    parts: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        parts[row["part"]].append(row)
+    return parts
+
+
+# The stats' four reads in one query, one round trip ({where}: the scope's rows, put in by `replace`): per level, the
+# conversions counted for the affiliate; per level and currency, its earnings; its own volume as an end user; §4's
+# referred users (affiliate_stats, all time: every referral it made, and those removed since).
+STATS_SQL = " UNION ALL ".join(
+    [
+        part_sql(
+            "level", "affiliate_portal_daily WHERE {where} GROUP BY level", level="level",
+            volume="toString(sum(volume))", revenue="toString(sum(revenue))", attributions="sum(attributions)",
+            traders="uniqExact(trader_key)",
+        ),
+        part_sql(
+            "earning",
+            "affiliate_portal_earnings_daily WHERE {where} GROUP BY level, currency, currency_name, currency_decimals",
+            level="level", currency="currency", currency_name="currency_name", currency_decimals="currency_decimals",
+            amount="toString(sum(amount))",
+        ),
+        part_sql("own", "user_conversions_daily WHERE {where}", volume="toString(sum(volume))"),
+        part_sql(
+            "referred", f"affiliate_stats WHERE project_id = {{project:String}} AND user_key = {KEY}",
+            referred="sum(referred_users)", removed="sum(removed_users)",
+        ),
+    ]
+)  # fmt: skip
+
+
+async def stats(warehouse: Warehouse, scope: Scope) -> Stats:
+    parts = by_part(await warehouse.query(STATS_SQL.replace("{where}", scope.where()), scope.params()))
+    by_level: dict[int, list[dict]] = defaultdict(list)
+    for row in parts["earning"]:
+        by_level[int(row["level"])].append(row)
+    own, referred = parts["own"], parts["referred"]
+    referred_ever = int(referred[0]["referred"]) if referred else 0
+    removed = int(referred[0]["removed"]) if referred else 0
+    return Stats(
+        levels=_levels(parts["level"]),
+        earnings={level: earnings_by_currency(by_level[level]) for level in range(0, len(LEVELS) + 1)},
+        end_user_volume=Decimal(own[0]["volume"]) if own else ZERO,
+        referred_ever=referred_ever,
+        referred_now=max(referred_ever - removed, 0),
+    )
+
+
+def _levels(rows: list[dict]) -> dict[int, LevelFigures]:
+    found = {
+        int(row["level"]): LevelFigures(
+            Decimal(row["volume"]), Decimal(row["revenue"]), int(row["attributions"]), int(row.get("traders", 0))
+        )
+        for row in rows
+    }
+    return {level: found.get(level, LevelFigures()) for level in LEVELS}
+
+
+PAID_SQL = (
+    "SELECT level, toString(sum(paid_volume)) AS volume, toString(sum(paid_revenue)) AS revenue,"
+    " sum(paid_attributions) AS attributions"
+    " FROM affiliate_portal_earnings_daily WHERE {where} AND level BETWEEN 1 AND 4 GROUP BY level"
+)
+
+
+async def paid_by_level(warehouse: Warehouse, scope: Scope) -> dict[int, LevelFigures]:
+    """Per level, the conversions whose commission at that level was paid to the affiliate: their value, revenue
+    and number."""
+    return _levels(await warehouse.query(PAID_SQL.format(where=scope.where(by_name=False)), scope.params()))
+
+
+# Users the affiliate referred (level 1) first in the window, who made a conversion counted for it in the window.
+NEW_TRADERS_SQL = (
+    "SELECT count() AS new_traders FROM (SELECT user_key AS trader_key, toDate32(min(referred_at)) AS day"
+    " FROM referral_edges WHERE {referrer} GROUP BY user_key)"
+    " WHERE {in_days} AND trader_key IN (SELECT trader_key FROM affiliate_portal_daily WHERE {where} AND level = 1)"
+)
+
+
+async def new_traders(warehouse: Warehouse, scope: Scope) -> int:
+    sql = NEW_TRADERS_SQL.format(
+        referrer=REFERRER, in_days=DAYS if scope.days else "1", where=scope.where(by_name=False)
+    )
+    rows = await warehouse.query(sql, scope.params())
+    return int(rows[0]["new_traders"]) if rows else 0
+
+
+# -- the breakdown by day, week or month -------------------------------------------------------------------------
+
+# Where a day's period starts (Date32 arithmetic: toMonday and toStartOfMonth answer a Date, 1970-2149 only).
+PERIOD_STARTS = {"day": "{d}", "week": "{d} - toDayOfWeek({d}) + 1", "month": "{d} - toDayOfMonth({d}) + 1"}
+
+
+@dataclass
+class Period:
+    volumes: tuple[Decimal, ...] = (ZERO, ZERO, ZERO)  # r1..r3
+    revenue: Decimal = ZERO
+    attributions: int = 0
+    referred_users: int = 0  # users the affiliate referred in the period
+    earnings: list[Decimal] = field(default_factory=list)  # in the chosen currency, whole tokens
+
+
+BREAKDOWN_SQL = (
+    "SELECT toString({period}) AS period,"
+    + "".join(f" toString(sumIf(volume, level = {n})) AS r{n}_volume," for n in (1, 2, 3))
+    + " toString(sum(revenue)) AS revenue, sum(attributions) AS attributions"
+    " FROM affiliate_portal_daily WHERE {where} GROUP BY period"
+)
+BREAKDOWN_EARNINGS_SQL = (
+    "SELECT toString({period}) AS period, currency, currency_name, currency_decimals, toString(sum(amount)) AS amount"
+    " FROM affiliate_portal_earnings_daily WHERE {where} AND {currency}"
+    " GROUP BY period, currency, currency_name, currency_decimals"
+)
+# Referrals made (a removed one's too: it was made), each once: a removal's row (no identifier) is not one.
+BREAKDOWN_REFERRALS_SQL = (
+    "SELECT toString({period}) AS period, countIf(user_identifier != '') AS referred FROM referral_edges"
+    " WHERE {referrer} AND {in_days} GROUP BY period"
+)
+
+
+def currency_condition(currency: str) -> str:
+    """The rows of one currency: points, or a token named by its address or its name (any case)."""
+    if currency.lower() == POINT:
+        return "currency = 'point'"
+    return (
+        "currency != 'point'"
+        " AND (lower(currency) = lower({currency:String}) OR lower(currency_name) = lower({currency:String}))"
+    )
+
+
+async def breakdown(warehouse: Warehouse, scope: Scope, group_by: str, currency: str) -> dict[str, Period]:
+    """The window's figures per period (by its first day, ISO), the periods without any left out."""
+    start = PERIOD_STARTS[group_by]
+    params = {**scope.params(), "currency": currency}
+    figures, earnings, referrals = await asyncio.gather(
+        warehouse.query(BREAKDOWN_SQL.format(period=start.format(d="day"), where=scope.where()), params),
+        warehouse.query(
+            BREAKDOWN_EARNINGS_SQL.format(
+                period=start.format(d="day"), where=scope.where(), currency=currency_condition(currency)
+            ),
+            params,
+        ),
+        warehouse.query(
+            BREAKDOWN_REFERRALS_SQL.format(
+                period=start.format(d="toDate32(referred_at)"),
+                referrer=REFERRER,
+                in_days=REFERRED_IN_DAYS,
+            ),
+            params,
+        ),
+    )
+    periods: dict[str, Period] = defaultdict(Period)
+    for row in figures:
+        period = periods[row["period"]]
+        period.volumes = tuple(Decimal(row[f"r{n}_volume"]) for n in (1, 2, 3))
+        period.revenue, period.attributions = Decimal(row["revenue"]), int(row["attributions"])
+    for row in earnings:
+        periods[row["period"]].earnings += [earning.amount for earning in earnings_by_currency([row])]
+    for row in referrals:
+        periods[row["period"]].referred_users = int(row["referred"])
+    return dict(periods)
+
+
+# -- the referral tree -------------------------------------------------------------------------------------------
+
+
+# The live referrals (not removed since: API.md §7 deleteReferral) made by the referrers whose keys `{referrers}`
+# holds (an array), the oldest first (the tree keeps the nearer levels and the older referrals when it is cut).
+LIVE_REFERRALS = (
+    "SELECT toString(referrer_key) AS referrer, toString(user_key) AS key, toString(referred_at) AS at,"
+    " max(user_identifier_type) AS user_identifier_type, max(user_identifier) AS user_identifier FROM referral_edges"
+    " WHERE project_id = {project:String} AND referrer_key IN {referrers}"
+    " GROUP BY referrer_key, user_key, referred_at HAVING max(removed) = 0"
+    " ORDER BY referred_at, user_identifier LIMIT {limit:UInt32}"
+)
+# Each user's own conversions counted for the tree's root, all time.
+TREE_FIGURES = (
+    "SELECT toString(trader_key) AS key, toString(sum(volume)) AS volume, toString(sum(revenue)) AS revenue,"
+    " sum(attributions) AS attributions FROM affiliate_portal_daily"
+    f" WHERE project_id = {{project:String}} AND user_key = {KEY} GROUP BY trader_key"
+)
+
+
+def _key_cost(key: str) -> int:
+    return len(key) + 1  # digits and a comma in the array literal
+
+
+async def _referred_by(warehouse: Warehouse, scope: Scope, referrers: list[str] | None, limit: int) -> list[dict]:
+    """The live referrals of the referrers (their keys; None: the scope's affiliate), at most `limit`, oldest first:
+    one lookup of the sorting key per chunk of keys (a query parameter's text is bounded)."""
+    params = {**scope.params(), "limit": limit}
+    if referrers is None:
+        return await warehouse.query(LIVE_REFERRALS.replace("{referrers}", f"[{KEY}]"), params)
+    sql = LIVE_REFERRALS.replace("{referrers}", "{referrers:Array(UInt128)}")
+    rows = []
+    for chunk in param_chunks(referrers, cost=_key_cost):
+        rows += await warehouse.query(sql, {**params, "referrers": [int(key) for key in chunk]})
+    return sorted(rows, key=lambda row: (row["at"], row["user_identifier"]))[:limit]
+
+
+async def _levels_below(warehouse: Warehouse, state: StateStore, scope: Scope) -> tuple[list[list[dict]], dict]:
+    """The referrals of each level below the affiliate, down to its level 4 (level n + 1: those the users of level n
+    made), MAX_TREE_NODES at most in all, one query per level; and which of their users are affiliates (the state
+    store is asked about a level while the warehouse reads the next)."""
+    levels: list[list[dict]] = []
+    affiliates: list[asyncio.Task] = []
+    referrers, budget = None, MAX_TREE_NODES
+    for _ in LEVELS:
+        if budget == 0 or referrers == []:
+            break
+        levels.append(await _referred_by(warehouse, scope, referrers, budget))
+        users = [User(row["user_identifier"], row["user_identifier_type"]) for row in levels[-1]]
+        affiliates.append(asyncio.ensure_future(state.affiliates_among(scope.project_id, users)))
+        referrers = [row["key"] for row in levels[-1]]
+        budget -= len(levels[-1])
+    return levels, {user: a.id for found in await asyncio.gather(*affiliates) for user, a in found.items()}
+
+
+@dataclass
+class Node:
+    user: User
+    figures: LevelFigures  # the user's own conversions counted for the tree's root, all time
+    children: list["Node"] = field(default_factory=list)
+    affiliate_id: str | None = None
+
+
+async def referral_tree(warehouse: Warehouse, state: StateStore, scope: Scope, root: Affiliate) -> Node:
+    """The users below `root` in the live referrals down to its level 4 (at most MAX_TREE_NODES, nearer levels and
+    older referrals first), each with its own conversions counted for the root."""
+    (levels, affiliate_ids), figure_rows = await asyncio.gather(
+        _levels_below(warehouse, state, scope), warehouse.query(TREE_FIGURES, scope.params())
+    )
+    figures = {
+        row["key"]: LevelFigures(Decimal(row["volume"]), Decimal(row["revenue"]), int(row["attributions"]))
+        for row in figure_rows
+    }
+    top = Node(root.user, LevelFigures(), affiliate_id=root.id)
+    nodes: dict[str, Node] = {}
+    for level, rows in enumerate(levels, start=1):
+        for row in rows:
+            parent = top if level == 1 else nodes.get(row["referrer"])
+            if parent is None or row["key"] in nodes:  # a user met already (a referral loop)
+                continue
+            user = User(row["user_identifier"], row["user_identifier_type"])
+            own = figures.get(row["key"], LevelFigures())
+            nodes[row["key"]] = Node(user, own, affiliate_id=affiliate_ids.get(user))
+            parent.children.append(nodes[row["key"]])
+    return top
+
+
+# -- the project's totals over its affiliates --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Matching:
+    """Registered affiliates passing the filters (each None: no filter; OR within a filter, AND across)."""
+
+    statuses: tuple[str, ...] | None = None  # §4 statuses
+    regions: tuple[str, ...] | None = None  # region labels, upper-case (ASCII)
+    other_regions_than: tuple[str, ...] | None = None  # also any region label none of these (upper-case) names
+    audiences: tuple[str, ...] | None = None
+
+    def conditions(self, params: dict) -> str:
+        """On a table of affiliates' `status` ('' until registered), `region` and `audience`."""
+        conditions = ["project_id = {project:String}", "status != ''"]
+        if self.statuses is not None:
+            conditions.append("status IN {statuses:Array(String)}")
+            params["statuses"] = list(self.statuses)
+        if self.regions is not None or self.other_regions_than is not None:
+            regions = ["upper(ifNull(region, '')) IN {regions:Array(String)}"]
+            params["regions"] = list(self.regions or ())
+            if self.other_regions_than is not None:
+                regions.append("(region IS NOT NULL AND upper(region) NOT IN {known_regions:Array(String)})")
+                params["known_regions"] = list(self.other_regions_than)
+            conditions.append(f"({' OR '.join(regions)})")
+        if self.audiences is not None:
+            conditions.append("audience IN {audiences:Array(String)}")
+            params["audiences"] = list(self.audiences)
+        return " AND ".join(conditions)
+
+
+@dataclass(frozen=True)
+class Totals:
+    affiliates: int
+    active: int
+    suspended: int
+    regions: int  # distinct region labels
+    referred_users: int
+    level1: LevelFigures  # each conversion once, for its user's direct referrer
+    earnings: list[Earning]
+
+
+# One row per affiliate (FINAL folds the unmerged ones): filtered, then summed, with no join.
+TOTALS_SQL = (
+    "SELECT count() AS affiliates, countIf(status = 'active') AS active, countIf(status = 'suspended') AS suspended,"
+    " uniqExact(region) AS regions, sum(referred_users) - sum(removed_users) AS referred,"
+    " toString(sum(volume)) AS volume, toString(sum(revenue)) AS revenue, sum(attributions) AS attributions,"
+    " mapApply((currency, amount) -> (currency, toString(amount)), sumMap(earnings)) AS earnings"
+    " FROM affiliate_portal_totals FINAL WHERE {conditions}"
+)
+
+
+def earning_rows(earnings: dict[str, str]) -> list[dict]:
+    """affiliate_portal_totals' earnings (by `point`, or `<decimals>:<name>` of a token) as rows of currencies."""
+    rows = []
+    for key, amount in earnings.items():
+        if key == POINT:
+            rows.append({"currency": POINT, "currency_name": "", "currency_decimals": 0, "amount": amount})
+        else:
+            decimals, name = key.split(":", 1)
+            rows.append({"currency": key, "currency_name": name, "currency_decimals": decimals, "amount": amount})
+    return rows
+
+
+async def totals(warehouse: Warehouse, project_id: str, matching: Matching) -> Totals:
+    params = {"project": project_id}
+    rows = await warehouse.query(TOTALS_SQL.format(conditions=matching.conditions(params)), params)
+    row = rows[0]
+    return Totals(
+        affiliates=int(row["affiliates"]),
+        active=int(row["active"]),
+        suspended=int(row["suspended"]),
+        regions=int(row["regions"]),
+        referred_users=max(int(row["referred"] or 0), 0),
+        level1=LevelFigures(Decimal(row["volume"]), Decimal(row["revenue"]), int(row["attributions"])),
+        earnings=earnings_by_currency(earning_rows(row["earnings"])),
+    )

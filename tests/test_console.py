@@ -278,14 +278,10 @@ def test_filter_and_sort_the_affiliates_then_open_one(console, shop):
     assert console.text("#affiliate-id") == f"{EVM}:{addr(1)}"
     assert (console.text("#affiliate-volume"), console.text("#affiliate-tier")) == ("300", "Gold")
     eventually(lambda: _equal(len(console.column("#affiliate-codes", 1)), 1))
-    portal = shop.http.get("/affiliate-portal/referral-tree", params={"user_identifier": addr(1)})
-    if portal.status_code == 200:  # the affiliate portal's tree (API.md §7), as its endpoint answers it
-        console.page.wait_for_selector("#referral-tree .node")
-        assert console.page.locator("#referral-tree .node").count() == 1 + len(portal.json()["children"])
-    else:  # not served yet: said, and the rest of the page stands
-        assert portal.status_code == 404
-        console.shown("#referral-tree", "Not available: this server does not answer the affiliate portal "
-                      "(GET /affiliate-portal/...) yet.")  # fmt: skip
+    console.page.wait_for_selector("#referral-tree .node")  # the affiliate portal's tree and breakdown (API.md §7)
+    assert console.page.locator("#referral-tree .node").count() == 2  # Alice and the user she referred
+    console.page.wait_for_selector("#breakdown tbody td:not(.empty)")
+    assert console.column("#breakdown", 2) == ["300"]  # today, the one day with figures: the referred purchase
 
 
 def test_the_affiliate_page_draws_the_portals_tree_and_breakdown_as_declared(console, shop):

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from query_api.affiliate_portal import service
-from query_api.incentives.service import external_id
+from rewards.domain.payout_config import external_id
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from schemas.clickhouse.values import PARAM_BYTES, param_text

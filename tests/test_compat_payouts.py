@@ -4,7 +4,7 @@ values are what the events of tests/test_user_payouts.py paid."""
 
 import pytest
 
-from query_api.incentives.service import external_id
+from rewards.domain.payout_config import external_id
 from tests.compat.driver import run_calls
 from tests.harness import eventually
 from tests.test_compat_sdk import Shop, base, failed, ok, sdk_installed  # noqa: F401 (fixtures used by name)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from query_api.incentives.service import external_id
+from rewards.domain.payout_config import external_id
 from tests.compat.driver import ensure_sdk, run_calls
 from tests.harness import Gateway
 from tests.test_compat_sdk import TOKEN, Shop, addr, failed, ok, who

@@ -14,15 +14,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from query_api.affiliate_portal import service
-from query_api.incentives.service import external_id as conversion_external_id
-from query_api.leaderboards.numbers import ExactJSONResponse
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.amounts import exact_sum
+from rewards.domain.payout_config import external_id as conversion_external_id
 from rewards.domain.payouts import POINT
 from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
 from rewards.ports import Affiliate, Principal
 from rewards.web.errors import bad_request, not_found
 from rewards.web.http import backends_of, guard
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliate-portal", tags=["affiliate portal"])
 

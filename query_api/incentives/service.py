@@ -10,21 +10,15 @@ percentage of that amount (`unit: "%"`); `currency` is `point` or the token's na
 nothing is `{"amount": null, "currency": null, "unit": "none"}`.
 """
 
-import hashlib
 from decimal import Decimal
 
 from rewards.domain.amounts import format_amount, multiply
-from rewards.domain.payout_config import Conversion, PayoutConfig, Tier, TokenCurrency
+from rewards.domain.payout_config import Conversion, PayoutConfig, Tier, TokenCurrency, external_id
 from rewards.domain.referrals import json_number
 
 HUNDRED = Decimal(100)
 NO_TERM = {"amount": None, "currency": None, "unit": "none"}
 LEVELS = ("affiliate_rate", "affiliate2_rate", "affiliate3_rate", "affiliate4_rate")
-
-
-def external_id(event_name: str) -> int:
-    """A conversion's number (the client's `external_id`): 48 bits of a hash of its name, exact in a JS number."""
-    return int(hashlib.sha256(event_name.encode()).hexdigest()[:12], 16)
 
 
 def _currency_label(rule: Conversion) -> str:

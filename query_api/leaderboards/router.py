@@ -22,13 +22,13 @@ from query_api.leaderboards.board import (
     parse_currency,
     parse_fields,
 )
-from query_api.leaderboards.numbers import ExactJSONResponse
 from rewards.domain.amounts import format_amount
 from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
 from rewards.ports import Principal
 from rewards.web.errors import bad_request
 from rewards.web.http import Page, PageParams, backends_of, guard
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(tags=["leaderboards"])
 

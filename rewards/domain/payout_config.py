@@ -1,5 +1,6 @@
 """The project's payout configuration (API.md §6), validated with every problem named."""
 
+import hashlib
 import re
 from decimal import Decimal
 from typing import Annotated, Literal
@@ -134,6 +135,12 @@ class Conversion(_Strict):
     base: Base
     currency: Currency = "point"
     end_user_reward: Reward | None = None
+
+
+def external_id(event_name: str) -> int:
+    """A conversion's number (the published client's `external_id`, API.md §7): 48 bits of a hash of its event name,
+    exact in a JS number."""
+    return int(hashlib.sha256(event_name.encode()).hexdigest()[:12], 16)
 
 
 class ReferralReward(_Strict):

@@ -1,6 +1,8 @@
 """API.md §4: affiliate registration and the listing: figures, windows, filters, search, sorting, pages."""
 
+import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -383,6 +385,29 @@ def test_rebate_rate_splits_the_level_1_commission(api):
         )
     assert error_of(api.post(f"/affiliates/{evm(B)}/rebate-rate", json=body), 404)  # not B's code
     assert api.get("/referral_codes/rebate").json()["rebate_rate"] == 0.25
+
+
+def test_a_codes_earnings_are_an_exact_json_number(api):
+    """The client declares `total_earnings` a number: written digit for digit, never the nearest float."""
+    api.put("/projects/config", json=CONFIG)
+    assert create_code(api, A, "exact").status_code == 201
+    assert api.patch("/referral_codes/exact/use", json=user(B)).status_code == 200
+    sent = api.post("/events/batch", json={"events": [purchase("p", B, "1234567890123.123456789")]})
+    assert sent.json() == {"ingested_events": 1}
+    api.wait_processed("p")
+    # r1 0.1 of the purchase, and the referral reward of 50
+    expected = Decimal("123456789062.3123456789")
+    assert float(expected) != expected  # a float could not carry it
+
+    def exact() -> None:
+        answer = api.get(f"/affiliates/{evm(A)}", params={"identifier_type": "evm_address"})
+        [code] = json.loads(answer.text, parse_float=Decimal)["codes"]
+        assert code["total_earnings"] == expected
+
+    eventually(exact)
+    listed = api.get("/referral_codes", params=user(A))
+    [code] = json.loads(listed.text, parse_float=Decimal)["results"]
+    assert code["total_earnings"] == expected
 
 
 def _earned(api, n: int, expected) -> None:

@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest_api.affiliates import service
@@ -31,6 +30,7 @@ from rewards.web.http import (
     request_body_doc,
     request_fields,
 )
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -187,10 +187,10 @@ async def create_affiliate(request: Request, principal: Principal = Depends(guar
         **fields.model_dump(exclude={"user_identifier", "user_identifier_type"}),
     )  # fmt: skip
     body = affiliate_json(registered.affiliate, registered.config, registered.codes, registered.figures)
-    return JSONResponse(body, status_code=201)
+    return ExactJSONResponse(body, status_code=201)
 
 
-async def _create_affiliate_code(request: Request, raw: dict, principal: Principal) -> JSONResponse:
+async def _create_affiliate_code(request: Request, raw: dict, principal: Principal) -> ExactJSONResponse:
     """API.md §7 `createAffiliateCode`: the code, and the user's registration as an affiliate if it is not one."""
     try:
         fields = CreateAffiliateCode.model_validate(raw)
@@ -203,7 +203,7 @@ async def _create_affiliate_code(request: Request, raw: dict, principal: Princip
     made = await service.create_affiliate_code(
         backends.state, backends.log, principal.project_id, user, code, fields.name, rate, fields.proof()
     )
-    return JSONResponse(_affiliate_code_json(made), status_code=201)
+    return ExactJSONResponse(_affiliate_code_json(made), status_code=201)
 
 
 # The user is one path segment (the client sends it raw; an identifier holding `/` cannot be named here).
@@ -222,7 +222,7 @@ async def update_rebate_rate(
     rate = _rate(fields.rebate_rate, "rebate_rate")
     state = backends_of(request).state
     record = await service.set_rebate_rate(state, principal.project_id, user, fields.code, rate, fields.proof())
-    return {"code": record.code, "rebate_rate": json_number(record.rebate_rate)}
+    return ExactJSONResponse({"code": record.code, "rebate_rate": json_number(record.rebate_rate)})
 
 
 @router.post("/{user_identifier}", openapi_extra=request_body_doc(UpdateAffiliateCode), responses=CODE_WRITES)
@@ -238,4 +238,4 @@ async def update_affiliate_code(
     renamed = await service.rename_affiliate_code(
         backends.state, backends.log, principal.project_id, user, code, fields.proof()
     )
-    return _affiliate_code_json(renamed)
+    return ExactJSONResponse(_affiliate_code_json(renamed))

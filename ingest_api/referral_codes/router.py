@@ -1,7 +1,6 @@
 """Referral codes (API.md §2): HTTP to the calls of ingest_api.referral_codes.service and back."""
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from ingest_api.referral_codes import service
 from ingest_api.referral_codes.schemas import CreateCodes, RemoveReferral, UpdateCode, UseCode, code_json
@@ -17,6 +16,7 @@ from rewards.web.http import (
     request_body_doc,
     request_fields,
 )
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 
@@ -36,7 +36,7 @@ async def create_codes(
     codes = await service.create_codes(
         backends.state, backends.log, principal.project_id, owner, fields.quantity, fields.max_uses
     )
-    return JSONResponse([code_json(r) for r in codes], status_code=201)
+    return ExactJSONResponse([code_json(r) for r in codes], status_code=201)
 
 
 @router.get("", responses={404: {"description": "No referral codes found for this user"}})
@@ -52,15 +52,15 @@ async def list_codes(
     records, count = await service.list_codes(backends.state, principal.project_id, owner, page.offset, page.size)
     figures = await _figures(backends, principal.project_id, records)
     results = [code_json(r, figures[r.code]) for r in records]
-    return {"results": results, "count": count, "next_page": page.next_page(count)}
+    return ExactJSONResponse({"results": results, "count": count, "next_page": page.next_page(count)})
 
 
 async def _figures(backends, project_id: str, records) -> dict[str, dict]:
     return await service.figures_of(backends.traffic, backends.code_figures, project_id, records)
 
 
-async def _code_answer(backends, project_id: str, record) -> dict:
-    return code_json(record, (await _figures(backends, project_id, [record]))[record.code])
+async def _code_answer(backends, project_id: str, record) -> ExactJSONResponse:
+    return ExactJSONResponse(code_json(record, (await _figures(backends, project_id, [record]))[record.code]))
 
 
 @router.get("/status")
@@ -162,13 +162,15 @@ async def user_referrer(
     user = parse_user(user_identifier, user_identifier_type)
     found = await service.referrer_of(backends_of(request).state, principal.project_id, user)
     referral = found.referral
-    return {
-        "user_identifier": user.identifier,
-        "user_identifier_type": user.identifier_type,
-        "referrer_identifier": None if referral is None else referral.referrer.identifier,
-        "referrer_identifier_type": None if referral is None else referral.referrer.identifier_type,
-        "referrer_name": found.name,
-        "referrer_code": found.codes[0] if found.codes else None,
-        "referrer_codes": list(found.codes),
-        "referrer_user_rebate_rate": None if found.rebate_rate is None else json_number(found.rebate_rate),
-    }
+    return ExactJSONResponse(
+        {
+            "user_identifier": user.identifier,
+            "user_identifier_type": user.identifier_type,
+            "referrer_identifier": None if referral is None else referral.referrer.identifier,
+            "referrer_identifier_type": None if referral is None else referral.referrer.identifier_type,
+            "referrer_name": found.name,
+            "referrer_code": found.codes[0] if found.codes else None,
+            "referrer_codes": list(found.codes),
+            "referrer_user_rebate_rate": None if found.rebate_rate is None else json_number(found.rebate_rate),
+        }
+    )

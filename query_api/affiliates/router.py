@@ -13,6 +13,7 @@ from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_
 from rewards.ports import Principal
 from rewards.web.errors import bad_request, not_found
 from rewards.web.http import MAX_PAGE, backends_of, guard, parse_user
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 
@@ -174,23 +175,25 @@ async def affiliate_info(
     config = await backends.state.get_config(principal.project_id)
     tier = config.effective_tier(info.affiliate.tier)
     affiliate = info.affiliate
-    return {
-        "id": affiliate.id,
-        "name": affiliate.name or "",
-        "user_identifier": user.identifier,
-        "user_identifier_type": user.identifier_type,
-        "updated_at": format_timestamp(info.updated_at_ms),
-        "region": affiliate.region or "",
-        "codes": [
-            {
-                "code": c.code,
-                "created_at": format_timestamp(c.created_at_ms),
-                "uses": c.current_uses,
-                **info.figures[c.code],
-            }
-            for c in info.codes
-        ],
-        "current_tier": None
-        if tier is None
-        else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank},
-    }
+    return ExactJSONResponse(
+        {
+            "id": affiliate.id,
+            "name": affiliate.name or "",
+            "user_identifier": user.identifier,
+            "user_identifier_type": user.identifier_type,
+            "updated_at": format_timestamp(info.updated_at_ms),
+            "region": affiliate.region or "",
+            "codes": [
+                {
+                    "code": c.code,
+                    "created_at": format_timestamp(c.created_at_ms),
+                    "uses": c.current_uses,
+                    **info.figures[c.code],
+                }
+                for c in info.codes
+            ],
+            "current_tier": None
+            if tier is None
+            else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank},
+        }
+    )

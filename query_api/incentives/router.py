@@ -8,6 +8,7 @@ from query_api.incentives import service
 from rewards.ports import Principal
 from rewards.web.errors import bad_request
 from rewards.web.http import backends_of, guard
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(tags=["payout terms"])
 
@@ -25,7 +26,7 @@ async def terms_by_tier(
     wanted = None if tier_ids is None else [i.strip() for i in tier_ids.split(",") if i.strip()] or None
     config = await backends_of(request).state.get_config(principal.project_id)
     try:
-        return service.terms_by_tier(config, wanted)
+        return ExactJSONResponse(service.terms_by_tier(config, wanted))
     except service.UnknownTiers as exc:
         raise bad_request(str(exc)) from exc
 
@@ -34,4 +35,4 @@ async def terms_by_tier(
 async def conversions(request: Request, principal: Principal = Depends(guard(None))):
     """The conversion rules of the configuration in the client's `Conversion` shape (the query the client may send,
     `user_identifier` and `identifier_type`, is ignored, as its docs say)."""
-    return service.conversions(await backends_of(request).state.get_config(principal.project_id))
+    return ExactJSONResponse(service.conversions(await backends_of(request).state.get_config(principal.project_id)))

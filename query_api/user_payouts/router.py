@@ -18,6 +18,7 @@ from rewards.domain.tracking import names_project
 from rewards.ports import Principal
 from rewards.web.errors import ApiError, bad_request
 from rewards.web.http import PageParams, backends_of, guard, parse_user
+from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
 
@@ -214,4 +215,4 @@ async def by_referrer(
     referred = await service.referred_users(
         backends.warehouse, backends.state, principal.project_id, referrer, days, referrer_scope == "all"
     )
-    return [_referred_json(user, referrer.identifier) for user in referred]
+    return ExactJSONResponse([_referred_json(user, referrer.identifier) for user in referred])

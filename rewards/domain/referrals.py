@@ -159,10 +159,15 @@ def parse_rebate_rate(value: object) -> Decimal:
     return rate
 
 
-def json_number(value: Decimal) -> int | float:
-    """A figure the published client declares a JSON number: an integer exactly, else the nearest float (like the
-    tier rates of API.md §4)."""
-    return int(value) if value == value.to_integral_value() else float(value)
+INT64_LIMIT = 2**63
+
+
+def json_number(value: Decimal) -> int | Decimal:
+    """A figure the published client declares a JSON number: an integer, else the exact decimal, which an answer writes
+    digit for digit as a JSON number (rewards.web.numbers.ExactJSONResponse; a float would round it)."""
+    if value == value.to_integral_value() and abs(value) < INT64_LIMIT:
+        return int(value)
+    return value  # a larger integer stays a Decimal too: orjson writes no integer past 64 bits
 
 
 def code_figures_json(record: CodeRecord, clicks_by_name: Mapping[str, int], stats: Mapping[str, CodeStats]) -> dict:

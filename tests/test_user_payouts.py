@@ -5,8 +5,10 @@ One project per shape, set up once (module scope): Alice's affiliate code ALICE,
 and Dan; Bob's generated code refers Carol. Bob and Carol buy, swap (USDC) and sign up on fixed days of January 2026.
 """
 
+import json
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pytest
 
@@ -268,6 +270,29 @@ def test_by_referrer_maps_each_level_to_the_user_it_came_through(world):
     assert carol["earnings"] == carol["total_commission_earned"] == [earning(5), earning(3000000, *USDC)]
     assert (carol["referral_code"], carol["user_rebate_rate"]) == (world.bob_code, None)
     assert read(world.api, "/payouts/by-referrer", user_identifier=DAN, user_identifier_type=EVM) == []
+
+
+# Amounts of 30 integer digits and 18 decimals: a float keeps 17 significant digits of them.
+HUGE_VALUE = "123456789012345678901234567890.123456789012345670"
+HUGE_COMMISSION = "12345678901234567890123456789.012345678901234567"  # Alice's r1, 0.1 of it
+
+
+def test_by_referrer_answers_exact_numbers_digit_for_digit(world):
+    admin = Admin(world.api.server)
+    other = admin.project()
+    with Api(world.api.server, admin.key(other, "service_role"), other) as api:
+        assert api.put("/projects/config", json=CONFIG).status_code == 200
+        code = api.post("/referral_codes", json={**_typed(ALICE), "quantity": 1}).json()[0]["code"]
+        _use(api, code, BOB)
+        purchase = {**_typed(BOB), "name": "purchase", "dedup_id": "huge", "args": {"value": usd(HUGE_VALUE)}}
+        assert api.post("/events/batch", json={"events": [purchase]}).status_code == 200
+        api.wait_processed("huge")
+        answer = api.get("/payouts/by-referrer", params=_typed(ALICE))
+        assert answer.status_code == 200, answer.text
+        bob = referred(json.loads(answer.text, parse_float=Decimal))[BOB]
+        assert (bob["volume"], bob["direct_eligible_volume"]) == (Decimal(HUGE_VALUE), Decimal(HUGE_VALUE))
+        assert bob["earnings"] == [earning(Decimal(HUGE_COMMISSION))]
+        assert f'"volume":{HUGE_VALUE.rstrip("0")},' in answer.text  # a JSON number, every digit
 
 
 # -- the project, and bad input --------------------------------------------------------------------------------

@@ -220,6 +220,17 @@ def test_a_dead_letter_shows_on_the_health_page(console, shop):
     assert "payout limit" in console.column("#dead-letters", 4)[0]
 
 
+def test_a_link_with_malformed_escapes_opens_the_first_page_without_an_error(console, shop):
+    errors: list[str] = []
+    console.page.on("pageerror", lambda error: errors.append(str(error)))
+    console.sign_in(shop.service_key)
+    console.page.wait_for_selector("#nav:not([hidden])")
+    console.page.evaluate("() => { location.hash = '#/affiliate/%E0%A4%A' }")
+    console.page.wait_for_selector("#page-health:not([hidden])")
+    console.show("affiliates")
+    assert errors == []
+
+
 def test_a_wrong_key_shows_the_contracts_401_message_and_a_revoked_one_signs_out(console, shop):
     console.sign_in("rk_nope_notakey")
     console.shown("#signin-error", "Unknown or revoked API key")

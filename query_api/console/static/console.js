@@ -442,7 +442,12 @@
   function route() {
     const match = /^#\/([a-z]+)(?:\/(.+))?$/.exec(location.hash);
     if (!match || !PAGES[match[1]]) return { name: "health", arg: null };
-    return { name: match[1], arg: match[2] ? decodeURIComponent(match[2]) : null };
+    if (!match[2]) return { name: match[1], arg: null };
+    try {
+      return { name: match[1], arg: decodeURIComponent(match[2]) };
+    } catch {
+      return { name: "health", arg: null }; // a link whose escapes are malformed: the first page, not an error
+    }
   }
 
   function showSection(name) {

@@ -1,7 +1,7 @@
 import pytest
 
 from rewards.devengines.clickhouse import connect
-from tests.harness import Admin, Api, ProductionServer, Server
+from tests.harness import Admin, Api, Gateway, ProductionServer, Server
 
 pytest_plugins = ["tests.real_engines", "tests.redis_cluster", "tests.kafka_cluster", "tests.clickhouse_cluster"]
 
@@ -59,6 +59,19 @@ def sharded_server(sharded_kafka, redis_url, clickhouse_cluster):
 @pytest.fixture(scope="session", params=SHAPES)
 def server(request):
     return request.getfixturevalue(f"{request.param}_server")
+
+
+@pytest.fixture(scope="module", params=["embedded", "production"])
+def client_base(request):
+    """A shape's server and the one base URL a client is given (the published client, a browser): the production
+    shape's is a gateway routing each path to its service, as deploy/gateway.conf does."""
+    server = request.getfixturevalue(f"{request.param}_server")
+    if request.param == "embedded":
+        yield server, server.url
+        return
+    gateway = Gateway(server)
+    yield server, gateway.url
+    gateway.close()
 
 
 @pytest.fixture(scope="session")

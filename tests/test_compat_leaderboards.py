@@ -15,7 +15,6 @@ from tests.test_compat_sdk import (  # noqa: F401 (fixtures used by name)
     TOKEN,
     Shop,
     addr,
-    base,
     failed,
     ok,
     sdk_installed,
@@ -25,8 +24,8 @@ from tests.test_compat_sdk import without_time as untimed
 
 
 @pytest.fixture(scope="module")
-def shop(base) -> Shop:  # noqa: F811 (the fixture `base` of tests/test_compat_sdk.py)
-    shop = Shop(*base)
+def shop(client_base) -> Shop:
+    shop = Shop(*client_base)
     assert shop.http.put("/projects/config", json=CONFIG).status_code == 200
     shop.refer(1, 2)
     shop.refer(2, 3)

@@ -7,14 +7,14 @@ import pytest
 from rewards.domain.payout_config import external_id
 from tests.compat.driver import run_calls
 from tests.harness import eventually
-from tests.test_compat_sdk import Shop, base, failed, ok, sdk_installed  # noqa: F401 (fixtures used by name)
+from tests.test_compat_sdk import Shop, failed, ok, sdk_installed  # noqa: F401 (a fixture used by name)
 from tests.test_user_payouts import ALICE, BOB, CAROL, DAN, EVM, TOKEN, USDC, earning, groups, referred, set_up
 
 
 @pytest.fixture(scope="module")
-def shop(base) -> Shop:  # noqa: F811 (the fixture `base` of tests/test_compat_sdk.py)
+def shop(client_base) -> Shop:
     """One project per shape, holding tests/test_user_payouts.py's referrals, events and claim checks."""
-    shop = Shop(*base)
+    shop = Shop(*client_base)
     set_up(shop.http)
     yield shop
     shop.http.close()

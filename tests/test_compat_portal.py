@@ -10,7 +10,6 @@ import pytest
 
 from rewards.domain.payout_config import external_id
 from tests.compat.driver import ensure_sdk, run_calls
-from tests.harness import Gateway
 from tests.test_compat_sdk import TOKEN, Shop, addr, failed, ok, who
 
 A, B, C, D, E = 1, 2, 3, 4, 5
@@ -37,23 +36,11 @@ def sdk_installed():
     ensure_sdk()  # npm ci once per lock file; skips without node/npm, fails under CI=true
 
 
-@pytest.fixture(scope="module", params=["embedded", "production"])
-def base(request):
-    """A shape's server and the one base URL the client is given (tests/test_compat_sdk.py's)."""
-    server = request.getfixturevalue(f"{request.param}_server")
-    if request.param == "embedded":
-        yield server, server.url
-        return
-    gateway = Gateway(server)
-    yield server, gateway.url
-    gateway.close()
-
-
 @pytest.fixture(scope="module")
-def chain(base) -> Shop:
+def chain(client_base) -> Shop:
     """A refers B, B refers C, C refers D, D refers E; each buys (B swaps too): A is at levels 1 to 4 of their
     chains. A (active, EU, audience "a 2") and B (pending, LATAM) are affiliates."""
-    shop = Shop(*base)
+    shop = Shop(*client_base)
     assert shop.http.put("/projects/config", json=CONFIG).status_code == 200
     for n, fields in ((A, {"region": "EU", "audience": "a 2"}), (B, {"status": "pending", "region": "LATAM"})):
         assert shop.http.post("/affiliates", json={**who(n), **fields}).status_code == 201
@@ -171,8 +158,8 @@ def test_tree_breakdown_new_traders_and_total_stats_through_the_client(chain):
     assert failed(bad, 400)["message"].startswith("statuses must be among")
 
 
-def test_a_project_sees_only_its_own_affiliates(chain, base):
-    stranger = Shop(*base)
+def test_a_project_sees_only_its_own_affiliates(chain, client_base):
+    stranger = Shop(*client_base)
     try:
         stats, totals = run_calls(
             stranger.base_url,

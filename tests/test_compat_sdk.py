@@ -102,21 +102,9 @@ def sdk_installed():
     ensure_sdk()  # npm ci once per lock file; skips without node/npm, fails under CI=true
 
 
-@pytest.fixture(scope="module", params=["embedded", "production"])
-def base(request):
-    """A shape's server and the one base URL the client is given."""
-    server = request.getfixturevalue(f"{request.param}_server")
-    if request.param == "embedded":
-        yield server, server.url
-        return
-    gateway = Gateway(server)
-    yield server, gateway.url
-    gateway.close()
-
-
 @pytest.fixture
-def shop(base) -> Shop:
-    shop = Shop(*base)
+def shop(client_base) -> Shop:
+    shop = Shop(*client_base)
     yield shop
     shop.http.close()
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from query_api.console import service
-from tests.harness import Admin, Api, Gateway, eventually
+from tests.harness import Admin, Api, eventually
 from tests.real_engines import missing
 from tests.test_claim_checks import SIGNING, USDC
 from tests.test_docs_page import CHROMIUM
@@ -148,29 +148,16 @@ def browser():
         browser.close()
 
 
-@pytest.fixture(scope="module", params=["embedded", "production"])
-def base(request):
-    """A shape's server and the one base URL the browser is given (the production shape's: its gateway's, as
-    tests/test_compat_sdk.py gives the published client)."""
-    server = request.getfixturevalue(f"{request.param}_server")
-    if request.param == "embedded":
-        yield server, server.url
-        return
-    gateway = Gateway(server)
-    yield server, gateway.url
-    gateway.close()
-
-
 @pytest.fixture
-def shop(base) -> Shop:
-    shop = Shop(*base)
+def shop(client_base) -> Shop:
+    shop = Shop(*client_base)
     yield shop
     shop.http.close()
 
 
 @pytest.fixture
-def console(browser, base):
-    console = Console(browser, base[1])
+def console(browser, client_base):
+    console = Console(browser, client_base[1])
     yield console
     console.close()
     assert console.elsewhere == []  # nothing asked of any other host
@@ -380,8 +367,8 @@ def test_claim_checks_per_currency_and_the_latest_claims(console, shop):
     other.http.close()
 
 
-def test_the_page_and_its_files_come_from_the_server_alone(base):
-    url = base[1]
+def test_the_page_and_its_files_come_from_the_server_alone(client_base):
+    url = client_base[1]
     page = httpx.get(f"{url}/console")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]

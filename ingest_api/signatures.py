@@ -2,7 +2,7 @@
 configuration says whether to check; rewards.domain.signatures says what is signed and how it verifies."""
 
 from rewards.domain.payouts import User
-from rewards.domain.signatures import require_signed
+from rewards.domain.signatures import Signed, require_signed
 from rewards.ports import ProjectStore
 
 
@@ -10,10 +10,10 @@ async def check_signed(
     state: ProjectStore,
     project_id: str,
     signers: tuple[User, ...],
-    message: str | None,
+    expected: Signed,
     signature: str | None,
-    naming: str | None = None,
+    sent: str | None = None,
 ) -> None:
     """InvalidSignature when the project verifies signatures and this one is not valid (require_signed)."""
     if (await state.get_config(project_id)).verify_signatures:
-        require_signed(signers, message, signature, naming)
+        require_signed(signers, expected, signature, sent)

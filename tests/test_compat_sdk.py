@@ -509,16 +509,16 @@ def test_signature_verification_through_the_client(shop):
     signature is its InvalidSignatureError; a wallet's real one (EIP-191, signed here) goes through."""
     assert shop.http.put("/projects/config", json={**CONFIG, "verify_signatures": True}).status_code == 200
     alice = {"userIdentifier": ALICE.address.lower(), "identifierType": EVM}
+    creating = signatures.creating_code_message(shop.project_id, "signed").text
     forged, created = shop.sdk(
         shop.service_key,
         ("createAffiliateCode", {**alice, "code": "signed", "signature": sign(BOB, "I confirm")}),
-        ("createAffiliateCode", {**alice, "code": "signed",
-                                 "signature": sign(ALICE, signatures.creating_code_message("signed"))}),
+        ("createAffiliateCode", {**alice, "code": "signed", "signature": sign(ALICE, creating)}),
     )  # fmt: skip
     assert forged["error"]["name"] == "InvalidSignatureError"
     assert ok(created)["code"] == "SIGNED"
     bob = {"user_identifier": BOB.address.lower(), "user_identifier_type": EVM}
-    message = "I am using referral code signed"
+    message = signatures.using_code_message(shop.project_id, "signed").text
     unsigned, used = shop.sdk(
         shop.standard_key,
         ("useReferralCode", {"code": "signed", **bob, "signature": "0x00", "signature_message": message}),

@@ -75,7 +75,9 @@ async def create_affiliate_code(
     defaults, `name` as its name). CodeInUse when any code of the project has or had the name, AddressInUse when
     the user has an affiliate code already (the store checks both again, atomically). With the project verifying
     signatures, `proof` must hold the user's signature of creating_code_message."""
-    await check_signed(state, project_id, (user,), signatures.creating_code_message(code), proof.get("signature"))
+    await check_signed(
+        state, project_id, (user,), signatures.creating_code_message(project_id, code), proof.get("signature")
+    )
     if await state.get_code(project_id, code) is not None:
         raise CodeInUse()
     affiliate = await state.get_affiliate(project_id, user)
@@ -100,7 +102,9 @@ async def rename_affiliate_code(
     """Give `user`'s affiliate code the name `code` (its figures, uses and referrals stay; its former names stay its
     own). AffiliateCodeNotFound when the user has none, CodeInUse when another code has or had the name. Signed as
     updating_code_message when the project verifies signatures."""
-    await check_signed(state, project_id, (user,), signatures.updating_code_message(code), proof.get("signature"))
+    await check_signed(
+        state, project_id, (user,), signatures.updating_code_message(project_id, code), proof.get("signature")
+    )
     async with state.rename_affiliate_code(project_id, user, code, proof) as renamed:
         if renamed.payload is not None:
             await log.publish(project_id, renamed.payload)
@@ -116,6 +120,6 @@ async def set_rebate_rate(
     """Set the rebate rate of `user`'s code `code`: conversions processed from now on split their level-1 commission
     through it (rewards.domain.payouts.with_rebate). AffiliateCodeNotFound when the code is not the user's. Signed as
     rebate_rate_message when the project verifies signatures."""
-    message = signatures.rebate_rate_message(code, format_amount(rebate_rate))
+    message = signatures.rebate_rate_message(project_id, code, format_amount(rebate_rate))
     await check_signed(state, project_id, (user,), message, proof.get("signature"))
     return await state.set_rebate_rate(project_id, user, code, rebate_rate, proof)

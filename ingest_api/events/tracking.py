@@ -23,7 +23,7 @@ from prometheus_client import Counter
 from ingest_api.events import service
 from ingest_api.events.validation import TrackingEvent, ValidEvent
 from ingest_api.signatures import check_signed
-from rewards.domain import tracking
+from rewards.domain import signatures, tracking
 from rewards.domain.errors import DomainError
 from rewards.domain.payouts import Rules, User
 from rewards.domain.referrals import ReferralError
@@ -64,7 +64,8 @@ async def track(
         await backpressure.admit()
     try:
         if event.user is not None:
-            await check_signed(state, project_id, (event.user,), event.signature_message, event.signature)
+            expected = signatures.tracking_event_message(project_id, event.name, event.user, event.tracking_id)
+            await check_signed(state, project_id, (event.user,), expected, event.signature, event.signature_message)
         return await _track(state, log, project_id, event, windows)
     except (DomainError, Unavailable):
         raise

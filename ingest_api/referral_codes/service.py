@@ -11,6 +11,7 @@ import structlog
 from prometheus_client import Counter
 
 from ingest_api.signatures import check_signed
+from rewards.domain import signatures
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
 from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
@@ -56,8 +57,9 @@ async def set_max_uses(state: ReferralStore, project_id: str, code: str, max_use
 
 async def use_code(state: StateStore, log: EventLog, project_id: str, code: str, user: User, proof: dict) -> CodeRecord:
     """The code after `user` used it; its use is published so the workers pay the referral rewards. With the project
-    verifying signatures, `proof` must hold the user's signature of a message naming the code."""
-    await check_signed(state, project_id, (user,), proof.get("signature_message"), proof.get("signature"), code)
+    verifying signatures, `proof` must hold the user's signature of using_code_message."""
+    expected = signatures.using_code_message(project_id, code)
+    await check_signed(state, project_id, (user,), expected, proof.get("signature"), proof.get("signature_message"))
     async with state.use_code(project_id, code, user, proof) as used:
         await log.publish(project_id, used.payload)
     record, _ = used.value
@@ -93,10 +95,11 @@ async def remove_referral(
 ) -> Referral:
     """Remove `user`'s referral by `referrer` through `code` (API.md §7 deleteReferral): the user may be referred again;
     what was paid stays. Published, so the warehouse counts it out of the referred users from then on. With the
-    project verifying signatures, `proof` must hold the user's or the referrer's signature of a message naming the
-    code."""
-    signed = proof.get("signature_message"), proof.get("signature")
-    await check_signed(state, project_id, (user, referrer), *signed, naming=code)
+    project verifying signatures, `proof` must hold the user's or the referrer's signature of
+    removing_referral_message."""
+    expected = signatures.removing_referral_message(project_id, user, code)
+    signed = proof.get("signature"), proof.get("signature_message")
+    await check_signed(state, project_id, (user, referrer), expected, *signed)
     async with state.remove_referral(project_id, user, code, referrer) as removed:
         await log.publish(project_id, removed.payload)
     return removed.value

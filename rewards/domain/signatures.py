@@ -1,21 +1,26 @@
 """Signature verification of the published client's signed writes (API.md §7: a per-project setting, off by default).
 
 With the project's `verify_signatures` on, every write the client signs for a user must carry that user's valid
-signature, whatever the key (a project turning it on wants proof of the wallet's owner, from a browser or a backend):
+signature over the message that authorizes exactly that write, whatever the key (a project turning it on wants proof
+of the wallet's owner, from a browser or a backend). Each message names the operation, everything the write changes
+(the whole code, the user whose referral goes, the tracking id bound, the rate) and the project, on a line of its own,
+so a signature made for one code, one operation, one user or one project authorizes nothing else:
 
-    operation              signed message                                                         signer
-    useReferralCode        signature_message, which must name the code                            the user
-    deleteReferral         signature_message, which must name the code                            user or referrer
-    createAffiliateCode    "I confirm that I am creating the {code} code on Fuul"                 the affiliate
-    updateAffiliateCode    "I confirm that I am updating my code to {code} on Fuul"               the affiliate
-    updateRebateRate       "I confirm that I am updating the rebate rate of {code} to {rate} on Fuul"
-                           ({rate} in its shortest decimal form: 0.1, 0.15; signed by the affiliate)
-    tracking events        signature_message (identifyUser's `message`), when the event names a   the user
-    naming a user          user
+    operation              the message (then a newline and "Project: {project_id}")             signer
+    useReferralCode        I confirm that I am using the referral code {code}                     the user
+    deleteReferral         I confirm that I am removing the referral of {user} by the code {code} user or referrer
+    createAffiliateCode    I confirm that I am creating the {code} code on Fuul                   the affiliate
+    updateAffiliateCode    I confirm that I am updating my code to {code} on Fuul                 the affiliate
+    updateRebateRate       I confirm that I am updating the rebate rate of {code} to {rate} on Fuul
+                           ({rate} in its shortest decimal form: 0.1, 0.15)                       the affiliate
+    tracking events        I confirm the {name} event of {user} with the tracking id {tracking_id} the user
+    naming a user          (identifyUser's is named connect_wallet)
 
-The create and update messages are the client's own JSDoc; it documents none for the rebate rate, so that line is
-this service's (README "Using the published client"). A message that must name the code holds it case-insensitively:
-a signature given for one code cannot be replayed to use another.
+The first lines of the create and update messages are the client's own JSDoc; the project line is this service's
+(the client's messages name no project, so a signature given to one project could otherwise be replayed to another).
+Where the client sends the signed text (`signature_message`: use, removal, tracking events) it must be that message;
+it is compared case-insensitively (codes and addresses are), but a user identifier of a case-sensitive type (Solana,
+XRPL, Stellar) exactly. Where it sends none (create, update, rebate), the signature is verified over the message.
 
 What verifies: an `evm_address` by EIP-191 `personal_sign` (eth-account recovers the signer; what wallets' signMessage
 produce), a `solana_address` by Ed25519 over the message's UTF-8 bytes, the address being the public key (the signature
@@ -26,6 +31,8 @@ signature", so a project whose users are of those types keeps the setting off.
 
 import base64
 import binascii
+import re
+from dataclasses import dataclass
 
 import base58
 from cryptography.exceptions import InvalidSignature as _BadEd25519
@@ -37,6 +44,7 @@ from rewards.domain.errors import DomainError
 from rewards.domain.payouts import User
 
 MESSAGE = "Invalid signature"  # the client's InvalidSignatureError is this message, compared case-insensitively
+CASE_INSENSITIVE_TYPES = frozenset({"evm_address", "sui_address", "email"})  # stored lowercase (API.md §0)
 
 
 class InvalidSignature(DomainError):
@@ -44,26 +52,75 @@ class InvalidSignature(DomainError):
         super().__init__(MESSAGE)
 
 
-def creating_code_message(code: str) -> str:
-    return f"I confirm that I am creating the {code} code on Fuul"
+@dataclass(frozen=True)
+class Signed:
+    """The message that authorizes one write: its text, and which of its parts are compared exactly."""
+
+    parts: tuple[tuple[str, bool], ...]  # (text, case-sensitive)
+
+    @property
+    def text(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+    def matches(self, message: str) -> bool:
+        pattern = "".join(re.escape(text) if exact else f"(?i:{re.escape(text)})" for text, exact in self.parts)
+        return re.fullmatch(pattern, message) is not None
 
 
-def updating_code_message(code: str) -> str:
-    return f"I confirm that I am updating my code to {code} on Fuul"
+def _message(project_id: str, *parts: tuple[str, bool]) -> Signed:
+    return Signed((*parts, ("\nProject: " + project_id, False)))
 
 
-def rebate_rate_message(code: str, rate: str) -> str:
-    return f"I confirm that I am updating the rebate rate of {code} to {rate} on Fuul"
+def _loose(text: str) -> tuple[str, bool]:
+    return (text, False)
 
 
-def require_signed(
-    signers: tuple[User, ...], message: str | None, signature: str | None, naming: str | None = None
-) -> None:
-    """Raise InvalidSignature unless `signature` is one of `signers`' over `message` (which, with `naming`, must hold
-    that text, case-insensitively)."""
-    if not message or not signature:
+def _identifier(user: User) -> tuple[str, bool]:
+    return (user.identifier, user.identifier_type not in CASE_INSENSITIVE_TYPES)
+
+
+def using_code_message(project_id: str, code: str) -> Signed:
+    return _message(project_id, _loose(f"I confirm that I am using the referral code {code}"))
+
+
+def removing_referral_message(project_id: str, user: User, code: str) -> Signed:
+    return _message(
+        project_id,
+        _loose("I confirm that I am removing the referral of "),
+        _identifier(user),
+        _loose(f" by the code {code}"),
+    )
+
+
+def creating_code_message(project_id: str, code: str) -> Signed:
+    return _message(project_id, _loose(f"I confirm that I am creating the {code} code on Fuul"))
+
+
+def updating_code_message(project_id: str, code: str) -> Signed:
+    return _message(project_id, _loose(f"I confirm that I am updating my code to {code} on Fuul"))
+
+
+def rebate_rate_message(project_id: str, code: str, rate: str) -> Signed:
+    return _message(project_id, _loose(f"I confirm that I am updating the rebate rate of {code} to {rate} on Fuul"))
+
+
+def tracking_event_message(project_id: str, name: str, user: User, tracking_id: str) -> Signed:
+    return _message(
+        project_id,
+        _loose(f"I confirm the {name} event of "),
+        _identifier(user),
+        _loose(" with the tracking id "),
+        (tracking_id, True),
+    )
+
+
+def require_signed(signers: tuple[User, ...], expected: Signed, signature: str | None, sent: str | None = None) -> None:
+    """Raise InvalidSignature unless `signature` is one of `signers`' over the message `expected`: over `sent` (the
+    text the client sent) when it sends one, which must then be that message; else over the message's text."""
+    if not signature:
         raise InvalidSignature()
-    if naming is not None and naming.lower() not in message.lower():
+    message = expected.text if sent is None else sent
+    if not expected.matches(message):
         raise InvalidSignature()
     if not any(signed_by(signer, message, signature) for signer in signers):
         raise InvalidSignature()

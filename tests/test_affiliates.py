@@ -412,3 +412,43 @@ def test_a_codes_earnings_are_an_exact_json_number(api):
 
 def _earned(api, n: int, expected) -> None:
     assert [c["total_earnings"] for c in info(api, n)["codes"]] == [expected]
+
+
+# -- a code never shadows a route (issue 26.2) --------------------------------------------------------------------
+
+
+def code_routes_fixed_segments(paths) -> set[str]:
+    """Every fixed path segment served where a code stands in another path under the same prefix (any method)."""
+    split = [path.strip("/").split("/") for path in paths]
+    fixed = set()
+    for segments in split:
+        for at, segment in enumerate(segments):
+            if segment == "{code}":
+                prefix = segments[:at]
+                fixed |= {other[at] for other in split if other[:at] == prefix and len(other) > at}
+    return {segment.upper() for segment in fixed if not segment.startswith("{")}
+
+
+def test_reserved_codes_are_every_fixed_segment_beside_a_code():
+    from rewards.app.serve import embedded_app
+    from rewards.domain.codes import RESERVED_CODES
+    from rewards.settings import Settings
+
+    paths = [path.removeprefix("/api/v1") for path in embedded_app(Settings()).openapi()["paths"]]
+    assert code_routes_fixed_segments(paths) == RESERVED_CODES == {"STATUS"}
+
+
+@pytest.mark.parametrize("spelling", ["status", "STATUS", "Status"])
+def test_a_code_named_like_a_route_is_refused(api, spelling):
+    assert error_of(create_code(api, A, spelling), 400) == [
+        f"code {spelling} is reserved: a path of the API has that name"
+    ]
+    assert api.get(f"/affiliates/codes/{spelling}").json() == {"free": False}
+    assert create_code(api, A, "mine").status_code == 201
+    renamed = api.post(
+        f"/affiliates/{evm(A)}", json={"code": spelling, "user_identifier": evm(A), "identifier_type": "evm_address"}
+    )
+    assert error_of(renamed, 400) == [f"code {spelling} is reserved: a path of the API has that name"]
+    assert [code["code"] for code in info(api, A)["codes"]] == ["MINE"]  # nothing changed
+    # what the client's getReferralCode("status") sends still reaches the status endpoint, as the contract has it
+    assert error_of(api.get("/referral_codes/status"), 400)

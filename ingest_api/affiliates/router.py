@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest_api.affiliates import service
 from rewards.domain.affiliates import affiliate_json
-from rewards.domain.codes import AFFILIATE_CODE_RULE, is_affiliate_code
+from rewards.domain.codes import affiliate_code_problem
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.limits import LimitError
 from rewards.domain.payout_config import Label
@@ -119,8 +119,8 @@ def _user(identifier: str, identifier_type: str, field: str) -> User:
 
 
 def _code(text: str) -> str:
-    if not is_affiliate_code(text):
-        raise _invalid([f"code {AFFILIATE_CODE_RULE}"])
+    if problem := affiliate_code_problem(text):
+        raise _invalid([problem])
     return text
 
 

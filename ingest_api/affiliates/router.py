@@ -21,6 +21,7 @@ from rewards.domain.referrals import json_number, parse_rebate_rate
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
 from rewards.web.errors import ApiError, bad_request, validation_messages
+from rewards.web.fields import Integer
 from rewards.web.http import (
     LOG_UNAVAILABLE,
     backends_of,
@@ -47,7 +48,7 @@ class CreateAffiliate(BaseModel):
     tier: Label | None = Field(None, max_length=64)
 
 
-ChainId = Annotated[int, Field(ge=0, le=2**63 - 1)] | None
+ChainId = Annotated[Integer, Field(ge=0, le=2**63 - 1)] | None
 Signature = Annotated[str, Field(max_length=1024)] | None
 
 

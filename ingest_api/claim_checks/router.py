@@ -31,9 +31,9 @@ class RecordClaims(BaseModel):
     claimed_at: int | str | None = None
     claim_check_ids: CheckIds
 
-    @field_validator("claimed_at")
+    @field_validator("claimed_at", mode="before")  # the value as sent: lax mode would make `true` the time 1
     @classmethod
-    def _timestamp(cls, value: int | str | None) -> int | None:
+    def _timestamp(cls, value: object) -> int | None:
         try:
             return None if value is None else parse_time_ms(value)
         except InvalidTimestamp as exc:

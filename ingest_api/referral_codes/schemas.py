@@ -6,17 +6,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rewards.domain.referrals import CodeRecord, code_figures_json
 from rewards.domain.timestamps import format_timestamp
+from rewards.web.fields import Integer
 
-MaxUses = Annotated[int, Field(gt=0, le=2**31 - 1)] | None  # bounded: stored as a 64-bit integer, answered to JS
+MaxUses = Annotated[Integer, Field(gt=0, le=2**31 - 1)] | None  # bounded: stored as a 64-bit integer, answered to JS
 # A new limit may be 0: the code is disabled (the published client documents `updateReferralCode({max_uses: 0})`).
-NewMaxUses = Annotated[int, Field(ge=0, le=2**31 - 1)] | None
+NewMaxUses = Annotated[Integer, Field(ge=0, le=2**31 - 1)] | None
 
 
 class CreateCodes(BaseModel):
     model_config = ConfigDict(extra="ignore")
     user_identifier: str
     user_identifier_type: str
-    quantity: int = 5
+    quantity: Integer = 5
     max_uses: MaxUses = None
 
     @field_validator("quantity")
@@ -42,7 +43,7 @@ class Signed(BaseModel):
     # headers: at 4 UTF-8 bytes a character, percent-encoded, these two fit in ~61 KiB.
     signature: str | None = Field(None, max_length=1024)
     signature_message: str | None = Field(None, max_length=4096)
-    chain_id: int | str | None = None
+    chain_id: Integer | str | None = None
 
     def proof(self) -> dict:
         return self.model_dump(include={"signature", "signature_message", "chain_id"}, exclude_none=True)

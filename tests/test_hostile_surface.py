@@ -71,3 +71,86 @@ def test_a_boolean_claim_time_records_nothing(surface):
         "/claim-checks/claims", json={"hash": "0x1", "claim_check_ids": [CHECK_ID], "claimed_at": True}
     )
     assert error_of(response, 400) == "claimed_at must be an ISO 8601 timestamp or epoch milliseconds"
+
+
+# -- the time bounds of every read: one rule (rewards.domain.timestamps, "the time bounds of a read") -----------------
+
+ALICE, BOB = f"0x{0xA11CE:040x}", f"0x{0xB0B:040x}"
+YEAR_10000_MS = "253402300800000"
+FAR_FUTURE = [YEAR_10000_MS, "9" * 20, "9999-12-31", "9999-12-31T23:59:59Z"]
+FAR_PAST = ["0", "0001-01-01", "1000-01-01T00:00:00Z"]
+BOUND_ERROR = "must be an ISO 8601 date or timestamp, or epoch milliseconds"
+PORTAL = {"user_identifier": ALICE}
+# Each read with time bounds: its path, the rest of its query, and the names of its lower and upper bound.
+READS = [
+    ("/payouts/leaderboard/payouts", {}, "from", "to"),
+    ("/payouts/leaderboard/users", {}, "from", "to"),
+    ("/payouts", {"type": "point", "user_identifier": BOB, "identifier_type": EVM}, "from", "to"),
+    ("/payouts/movements", {"type": "point", "user_identifier": BOB, "identifier_type": EVM}, "from_date", "to_date"),
+    ("/payouts/by-referrer", {"user_identifier": ALICE, "user_identifier_type": EVM}, "from_date", "to_date"),
+    ("/claim-checks/rewards-payouts", {"user_identifier": ALICE, "user_identifier_type": EVM}, "from", "to"),
+    ("/affiliate-portal/stats", PORTAL, "from", "to"),
+    ("/affiliate-portal/paid-volumes-by-level", {**PORTAL, "from": "2000-01-01", "to": "2200-01-01"}, "from", "to"),
+    ("/affiliate-portal/new-traders", {**PORTAL, "from": "2000-01-01", "to": "2200-01-01"}, "from", "to"),
+    ("/affiliate-portal/stats-breakdown", {**PORTAL, "group_by": "month", "date_range": "custom",
+                                          "from": "2026-01-01", "to": "2026-12-31"}, "from", "to"),
+    ("/affiliates", {}, "dateFrom", "dateTo"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def paid(server):
+    """One project where Bob, referred by Alice, bought for 5: every read above has a figure to lose or keep."""
+    from tests.harness import Admin, Api
+    from tests.test_hostile_reads import CONFIG, HOSTILE
+
+    admin = Admin(server)
+    project_id = admin.project()
+    with Api(server, admin.key(project_id, "service_role"), project_id) as api:
+        assert api.put("/projects/config", json=CONFIG).status_code == 200
+        assert api.post("/affiliates", json={"user_identifier": ALICE, "user_identifier_type": EVM}).status_code == 201
+        code = api.post("/referral_codes", json={"user_identifier": ALICE, "user_identifier_type": EVM}).json()[0]
+        user = {"user_identifier": BOB, "user_identifier_type": EVM}
+        assert api.patch(f"/referral_codes/{code['code']}/use", json=user).status_code == 200
+        event = {
+            **user,
+            "name": HOSTILE,
+            "dedup_id": "b-1",
+            "args": {"value": {"amount": "5", "currency": {"name": "USD"}}},
+        }
+        assert api.post("/events/batch", json={"events": [event]}).status_code == 200
+        api.wait_processed("b-1")
+        yield api
+
+
+def _without_clock(body):
+    """The answer without the time it was computed at (leaderboards' `calculated_at`)."""
+    return {k: v for k, v in body.items() if k != "calculated_at"} if isinstance(body, dict) else body
+
+
+def test_the_reads_above_are_every_read_with_time_bounds():
+    from rewards.app.serve import embedded_app
+    from rewards.settings import Settings
+
+    bounded = set()
+    for path, operations in embedded_app(Settings()).openapi()["paths"].items():
+        names = {p["name"] for p in operations.get("get", {}).get("parameters", []) if p["in"] == "query"}
+        if names & {"from", "to", "from_date", "to_date", "dateFrom", "dateTo"}:
+            bounded.add(path.removeprefix("/api/v1"))
+    assert bounded == {read[0] for read in READS}
+
+
+@pytest.mark.parametrize("path,query,lower,upper", READS, ids=[read[0] for read in READS])
+def test_every_read_clamps_far_bounds_to_all_time_and_refuses_the_rest_alike(paid, path, query, lower, upper):
+    everything = paid.get(path, params=query)
+    assert everything.status_code == 200, everything.text
+    for name, far in [(upper, far) for far in FAR_FUTURE] + [(lower, far) for far in FAR_PAST]:
+        response = paid.get(path, params={**query, name: far})
+        if path == "/affiliate-portal/stats-breakdown":  # a window over 1,000 months is refused for its length alone
+            assert response.status_code == 200 or "periods" in error_of(response, 400), (name, far)
+            continue
+        assert response.status_code == 200, (name, far, response.text)
+        assert _without_clock(response.json()) == _without_clock(everything.json()), (name, far)
+    for bad in ("soon", "1e999", "-1", "9" * 21, "2026-02-30", "10000-01-01"):
+        for name in (lower, upper):
+            assert error_of(paid.get(path, params={**query, name: bad}), 400) == f"{name} {BOUND_ERROR}", (name, bad)

@@ -323,7 +323,7 @@ def test_another_projects_key_sees_none_of_it(world):
         ("/payouts", {**user(BOB), "type": "points"}, "type must be one of: 'point' or 'onchain-currency'"),
         ("/payouts", {"type": "point", "identifier_type": EVM}, "user_identifier is required"),
         ("/payouts", {"type": "point", "user_identifier": "bob", "identifier_type": EVM}, None),
-        ("/payouts", {"type": "point", **user(BOB), "from": "yesterday"}, "from must be an ISO 8601 timestamp"),
+        ("/payouts", {"type": "point", **user(BOB), "from": "yesterday"}, "from must be an ISO 8601 date or timestamp"),
         ("/payouts", {"type": "point", **user(BOB), "from": "2026-02-01", "to": "2026-01-01"},
          "from must not be after to"),
         ("/payouts", {"type": "point", **user(BOB), "page_size": 101}, "page_size must not be greater than 100"),

@@ -18,15 +18,15 @@ from rewards.domain.affiliates import LEVELS
 from rewards.domain.amounts import exact_sum
 from rewards.domain.payout_config import external_id as conversion_external_id
 from rewards.domain.payouts import POINT
-from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
+from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
 from rewards.ports import Affiliate, Principal
+from rewards.web.bounds import day_bound
 from rewards.web.errors import bad_request, not_found
 from rewards.web.http import backends_of, guard
 from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliate-portal", tags=["affiliate portal"])
 
-FIRST_DAY, LAST_DAY = date(1900, 1, 1), date(2299, 12, 31)  # ClickHouse's Date32 holds these; no stored time is outside
 MAX_PERIODS = 1000  # periods of a breakdown answered at most
 
 # Our §4 statuses in the client's vocabulary (AffiliateStatus), and back: a pending affiliate is not earning yet
@@ -59,17 +59,6 @@ def earnings_json(earnings: list[service.Earning]) -> list[dict]:
 # -- parameters --------------------------------------------------------------------------------------------------
 
 
-def _day(name: str, text: str) -> date:
-    try:
-        day = date.fromisoformat(text.strip())
-    except ValueError:
-        try:  # a timestamp: its UTC day
-            day = date(1970, 1, 1) + timedelta(days=parse_timestamp_ms(text) // 86_400_000)
-        except (InvalidTimestamp, OverflowError) as exc:
-            raise bad_request(f"{name} must be an ISO 8601 date or timestamp") from exc
-    return min(max(day, FIRST_DAY), LAST_DAY)
-
-
 def _today() -> date:
     return datetime.now(UTC).date()
 
@@ -88,8 +77,8 @@ def window(
         return None
     if both and (date_from is None or date_to is None):
         raise bad_request("from and to go together: give both, or this_month, or neither (all time)")
-    first = _day("from", date_from) if date_from is not None else FIRST_DAY
-    last = _day("to", date_to) if date_to is not None else LAST_DAY
+    first = day_bound("from", date_from) if date_from is not None else FIRST_DAY
+    last = day_bound("to", date_to) if date_to is not None else LAST_DAY
     if first > last:
         raise bad_request("from must not be after to")
     return first, last

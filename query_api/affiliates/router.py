@@ -9,8 +9,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from query_api.affiliates import service
 from rewards.domain.affiliates import affiliate_json
 from rewards.domain.codes import is_affiliate_code
-from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
+from rewards.domain.timestamps import FIRST_DAY, LAST_DAY, format_timestamp
 from rewards.ports import Principal
+from rewards.web.bounds import day_bound
 from rewards.web.errors import bad_request, not_found
 from rewards.web.http import MAX_PAGE, backends_of, guard, parse_user
 from rewards.web.numbers import ExactJSONResponse
@@ -23,8 +24,6 @@ SortBy = Literal[
     "total_earnings", "referred_users", "created_at", "name",
 ]  # fmt: skip
 DateRange = Literal["7d", "30d", "90d", "1y", "all"]
-FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2299, 12, 31)  # of stored times (rewards.domain.limits)
-DATE32_FIRST = date(1900, 1, 1)
 RANGE_DAYS = {"7d": 7, "30d": 30, "90d": 90, "1y": 365}
 ALLOWED_VALUES = {
     "statuses": ("active", "pending", "suspended"),
@@ -44,32 +43,14 @@ def _list(name: str, text: str | None) -> tuple[str, ...] | None:
     return values
 
 
-def _day(name: str, text: str | None) -> date | None:
-    if text is None:
-        return None
-    try:
-        return date.fromisoformat(text.strip())
-    except ValueError:
-        pass
-    try:  # a full timestamp is accepted too: its UTC day counts
-        return datetime.fromtimestamp(parse_timestamp_ms(text) / 1000, tz=UTC).date()
-    except (InvalidTimestamp, ValueError, OverflowError, OSError) as exc:
-        raise bad_request(f"{name} must be an ISO 8601 date") from exc
-
-
-def _clamped(day: date) -> date:
-    """A bound within ClickHouse's Date32 (1900-2299): no stored time lies outside it, so nothing changes."""
-    return min(max(day, DATE32_FIRST), LAST_DAY)
-
-
 def window(date_range: str, date_from: str | None, date_to: str | None, today: date) -> tuple[date, date] | None:
     """The days (inclusive, UTC) in which volumes and earnings count; None for all time.
     `dateFrom`/`dateTo` override `dateRange`; either alone leaves the other side open."""
-    start, end = _day("dateFrom", date_from), _day("dateTo", date_to)
+    start, end = day_bound("dateFrom", date_from), day_bound("dateTo", date_to)
     if start is not None or end is not None:
         if start is not None and end is not None and start > end:
             raise bad_request("dateFrom must not be after dateTo")
-        return _clamped(start or FIRST_DAY), _clamped(end or LAST_DAY)
+        return start or FIRST_DAY, end or LAST_DAY
     if date_range == "all":
         return None
     return today - timedelta(days=RANGE_DAYS[date_range] - 1), today

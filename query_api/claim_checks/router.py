@@ -9,9 +9,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from query_api.claim_checks import service
 from rewards.domain import claim_signing
 from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, ClaimCheck, check_json, currency_json
-from rewards.domain.limits import clamp_time_ms
-from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, now_ms, parse_timestamp_ms
+from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import Principal
+from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
 from rewards.web.http import PageParams, backends_of, guard, parse_user, request_body_doc, request_fields
 
@@ -72,13 +72,6 @@ async def totals(
     return fold_totals(rows, status)
 
 
-def _timestamp(name: str, value: str | None) -> int | None:
-    try:
-        return None if value is None else clamp_time_ms(parse_timestamp_ms(value))
-    except InvalidTimestamp as exc:
-        raise bad_request(f"{name} {exc}") from exc
-
-
 @router.get("/rewards-payouts")
 async def rewards_payouts(
     request: Request,
@@ -98,8 +91,8 @@ async def rewards_payouts(
         statuses=STATUSES_OF[status] if status else None,
         user=user,
         currency_address=currency_address,
-        start_ms=_timestamp("from", start),
-        end_ms=_timestamp("to", end),
+        start_ms=time_bound("from", start),
+        end_ms=time_bound("to", end, end=True),
     )
     if where.start_ms is not None and where.end_ms is not None and where.start_ms > where.end_ms:
         raise bad_request("from must not be after to")

@@ -19,8 +19,8 @@ from query_api.leaderboards.service import UserFigures, figures_of
 from query_api.payouts import service
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.payouts import User
-from rewards.domain.timestamps import InvalidTimestamp, parse_timestamp_ms
 from rewards.ports import Principal
+from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
 from rewards.web.http import Page, PageParams, backends_of, guard, parse_user
 
@@ -56,10 +56,7 @@ async def totals(
 
 
 def _window(start: str | None, end: str | None) -> tuple[int | None, int | None]:
-    try:
-        bounds = tuple(None if v is None else parse_timestamp_ms(v) for v in (start, end))
-    except InvalidTimestamp as exc:
-        raise bad_request(f"from and to {exc}") from exc
+    bounds = time_bound("from", start), time_bound("to", end, end=True)
     if None not in bounds and bounds[0] > bounds[1]:
         raise bad_request("from must not be after to")
     return bounds

@@ -2,8 +2,6 @@
 getUserPayoutsByConversion / getUserPointsByConversion, getUserPayoutMovements / getUserPointsMovements and
 getPayoutsByReferrer read them (docs/fuul-sdk-7.41.0-surface.md, G6)."""
 
-import re
-from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Literal
 
@@ -11,11 +9,11 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.user_payouts import service
 from rewards.domain.amounts import format_amount
-from rewards.domain.limits import clamp_time_ms
 from rewards.domain.referrals import json_number
-from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_timestamp_ms
+from rewards.domain.timestamps import format_timestamp
 from rewards.domain.tracking import names_project
 from rewards.ports import Principal
+from rewards.web.bounds import day_bound, time_bound
 from rewards.web.errors import ApiError, bad_request
 from rewards.web.http import PageParams, backends_of, guard, parse_user
 from rewards.web.numbers import ExactJSONResponse
@@ -24,26 +22,10 @@ router = APIRouter(prefix="/payouts", tags=["payouts"])
 
 Kind = Literal["point", "onchain-currency"]
 ONCHAIN = "onchain-currency"
-DAY_MS = 86_400_000
-_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
-FIRST_DAY, LAST_DAY = date(1900, 1, 1), date(2299, 12, 31)  # ClickHouse's Date32: no stored time lies outside it
-
-
-def _bound(name: str, text: str | None, end: bool) -> int | None:
-    """A bound of a window (ISO 8601 or epoch ms); a date alone as the end bound takes in its whole day."""
-    if text is None:
-        return None
-    try:
-        ms = parse_timestamp_ms(text)
-    except InvalidTimestamp as exc:
-        raise bad_request(f"{name} {exc}") from exc
-    if end and _DATE_ONLY.fullmatch(text.strip()):
-        ms += DAY_MS - 1
-    return clamp_time_ms(ms)
 
 
 def _window(names: tuple[str, str], start: str | None, end: str | None) -> service.Window:
-    window = service.Window(_bound(names[0], start, end=False), _bound(names[1], end, end=True))
+    window = service.Window(time_bound(names[0], start), time_bound(names[1], end, end=True))
     if None not in (window.start_ms, window.end_ms) and window.start_ms > window.end_ms:
         raise bad_request(f"{names[0]} must not be after {names[1]}")
     return window
@@ -145,20 +127,6 @@ async def movements(
     return query.answer(total, results)
 
 
-def _day(name: str, text: str | None) -> date | None:
-    """A day of the window: an ISO 8601 date, or a timestamp's UTC day."""
-    if text is None:
-        return None
-    try:
-        day = date.fromisoformat(text.strip())
-    except ValueError:
-        try:
-            day = datetime.fromtimestamp(parse_timestamp_ms(text) / 1000, tz=UTC).date()
-        except (InvalidTimestamp, ValueError, OverflowError, OSError) as exc:
-            raise bad_request(f"{name} must be an ISO 8601 date (YYYY-MM-DD)") from exc
-    return min(max(day, FIRST_DAY), LAST_DAY)
-
-
 def _earning_items(amounts: dict[service.Currency, Decimal]) -> list[dict]:
     """The client's `EarningItem`s: points as the currency `{"address": "point", "chainId": null}`, first; tokens by
     their address and chain id (a string); amounts are JSON numbers (raw integers of a token's smallest unit)."""
@@ -208,7 +176,7 @@ async def by_referrer(
     levels 2-4), in the window; `active` (default) those with a volume or earnings there, `all` also every user the
     referrer refers now. The most eligible volume first, at most 1,000."""
     referrer = parse_user(user_identifier, user_identifier_type or identifier_type)
-    days = (_day("from_date", from_date), _day("to_date", to_date))
+    days = (day_bound("from_date", from_date), day_bound("to_date", to_date))
     if None not in days and days[0] > days[1]:
         raise bad_request("from_date must not be after to_date")
     backends = backends_of(request)

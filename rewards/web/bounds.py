@@ -1,0 +1,27 @@
+"""The time bounds of a read's query (`from`, `to`, `dateFrom`, ...): rewards.domain.timestamps' one rule, and one
+400 for a bound that does not parse, whatever the endpoint."""
+
+from datetime import date
+
+from rewards.domain.timestamps import InvalidTimestamp, bound_day, bound_ms
+from rewards.web.errors import bad_request
+
+
+def time_bound(name: str, text: str | None, *, end: bool = False) -> int | None:
+    """The bound in epoch ms (a date alone as an `end` bound: its whole day), clamped; None when not given."""
+    if text is None:
+        return None
+    try:
+        return bound_ms(text, end=end)
+    except InvalidTimestamp as exc:
+        raise bad_request(f"{name} {exc}") from exc
+
+
+def day_bound(name: str, text: str | None) -> date | None:
+    """The bound as a UTC day, clamped; None when not given."""
+    if text is None:
+        return None
+    try:
+        return bound_day(text)
+    except InvalidTimestamp as exc:
+        raise bad_request(f"{name} {exc}") from exc

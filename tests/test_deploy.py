@@ -2,6 +2,7 @@
 
 (No Docker engine on these machines: the files are checked for what they say, not run.)"""
 
+import json
 import re
 from pathlib import Path
 
@@ -94,3 +95,26 @@ def test_a_deploy_file_out_of_step_with_the_table_fails_the_check(tmp_path):
 @pytest.mark.parametrize(("service", "method", "path"), app_routes())
 def test_the_table_sends_every_route_to_the_api_serving_it(service, method, path):
     assert service_for(method, path) == service
+
+
+@pytest.mark.parametrize("config", [DEPLOY / "gateway.conf", DEPLOY / "k8s" / "rewards.yaml"])
+def test_the_gateways_own_refusals_are_the_contracts_error_body(config):
+    """nginx answers some requests itself (a request line or body past its limits, a malformed request): in the
+    contract's body, with the services' own bounds and messages (rewards.web.protocol, the body limit's middleware)."""
+    from rewards.settings import Settings
+    from rewards.web.protocol import MAX_REQUEST_LINE_BYTES, TOO_LONG
+
+    text = config.read_text()
+    assert re.search(r"large_client_header_buffers \d+ (\d+)k;", text).group(1) == str(MAX_REQUEST_LINE_BYTES // 1024)
+    assert f"client_max_body_size {Settings().max_body_bytes // 2**20}m;" in text
+    pages = dict(re.findall(r"error_page ([\d ]+) = @(\w+);", text))
+    assert sorted(code for codes in pages for code in codes.split()) == ["400", "413", "414", "494"]
+    answers = {name: (int(code), json.loads(body)) for name, code, body in re.findall(
+        r"location @(\w+) \{\s*default_type application/json;\s*return (\d+) '([^']*)';", text)}  # fmt: skip
+    assert set(answers) == set(pages.values())
+    for name, (status, body) in answers.items():
+        assert set(body) == {"statusCode", "error", "message"} and body["statusCode"] == status, name
+    assert answers[pages["414"]][1]["message"] == TOO_LONG
+    assert (
+        answers[pages["413"]][1]["message"] == f"Request body must not be larger than {Settings().max_body_bytes} bytes"
+    )

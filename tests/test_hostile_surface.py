@@ -154,3 +154,57 @@ def test_every_read_clamps_far_bounds_to_all_time_and_refuses_the_rest_alike(pai
     for bad in ("soon", "1e999", "-1", "9" * 21, "2026-02-30", "10000-01-01"):
         for name in (lower, upper):
             assert error_of(paid.get(path, params={**query, name: bad}), 400) == f"{name} {BOUND_ERROR}", (name, bad)
+
+
+# -- request lines past the server's limit: the contract's error body (rewards.web.protocol) -------------------------
+
+
+def _raw(url: str, request_line: bytes, rest: bytes = b"") -> tuple[int, dict]:
+    """Send a request as bytes (no client library would send these) and read the status and JSON body."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+        sock.sendall(request_line + b"\r\nHost: x\r\n" + rest + b"\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1])
+    assert b"content-type: application/json" in head.lower(), head
+    return status, json.loads(body)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/v1/affiliates?" + "&".join(["regions[]=EU-region"] * 10_000),  # the client's bracket filter, ~180 KB
+        "/api/v1/payouts/leaderboard/referred-volume?user_identifiers=" + ",".join([A] * 10_000),  # ~420 KB
+        "/api/v1/referral_codes/status?user_identifier=" + "a" * 70_000,
+    ],
+    ids=["regions", "referred-volume", "one-long-value"],
+)
+def test_a_request_line_past_the_limit_is_a_414_in_the_contract_body(server, target):
+    from rewards.web.protocol import MAX_REQUEST_LINE_BYTES, TOO_LONG
+
+    assert len(target) > MAX_REQUEST_LINE_BYTES
+    for url in set(server.urls.values()):
+        status, body = _raw(url, b"GET " + target.encode() + b" HTTP/1.1")
+        assert (status, body) == (414, {"statusCode": 414, "error": "Request-URI Too Long", "message": TOO_LONG})
+
+
+def test_a_malformed_request_is_a_400_in_the_contract_body(server):
+    for url in set(server.urls.values()):
+        status, body = _raw(url, b"GET /api/v1/payouts/summary HTTP/1.1", b"bad header line without a colon\r\n")
+        assert (status, body["statusCode"], body["message"]) == (400, 400, "malformed HTTP request")
+
+
+def test_a_request_line_within_the_limit_still_reaches_the_api(api):
+    from rewards.web.protocol import MAX_REQUEST_LINE_BYTES
+
+    identifiers = ",".join([A] * ((MAX_REQUEST_LINE_BYTES - 4096) // 43))  # httpx itself refuses 64 KiB queries
+    response = api.get("/payouts/leaderboard/referred-volume", params={"user_identifiers": identifiers})
+    assert response.status_code in (200, 400), response.text  # the API's own answer, whatever it is
+    assert response.json()["statusCode" if response.status_code == 400 else "total_count"] is not None

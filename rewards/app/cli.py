@@ -87,12 +87,13 @@ def _serve_factory(factory: str, host: str, port: int, processes: int) -> None:
 
     from rewards.logging import configure_logging
     from rewards.settings import Settings
+    from rewards.web.protocol import ContractHttpProtocol
 
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
         factory, factory=True, host=host, port=port, workers=processes, log_config=None, access_log=False,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=10, http=ContractHttpProtocol,
     )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from rewards.app.wiring import open_embedded
 from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.http import create_app
+from rewards.web.protocol import ContractHttpProtocol
 from stream_workers.app import running_worker
 
 log = structlog.get_logger(__name__)
@@ -64,4 +65,5 @@ def serve(settings: Settings) -> None:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
+        http=ContractHttpProtocol,
     )

@@ -15,6 +15,7 @@ Deterministic (a fixed seed, derandomized, no example database), so a failure in
 the failure prints the request as a curl command, and the server's log (captured stderr) its traceback.
 """
 
+import functools
 import json
 
 import pytest
@@ -31,6 +32,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from rewards.app.serve import embedded_app
+from rewards.domain.codes import RESERVED_CODES
+from rewards.domain.timestamps import BOUND_ERROR, InvalidTimestamp, bound_ms
 from rewards.settings import Settings
 from rewards.web.ratelimit import DEFAULT_LIMITS
 from tests.harness import Admin, Server
@@ -59,6 +62,71 @@ def contract_error_body(ctx, response, case) -> bool | None:
     return True
 
 
+def _messages(response) -> list[str]:
+    try:
+        message = json.loads(response.content).get("message")
+    except (ValueError, AttributeError):
+        return []
+    return message if isinstance(message, list) else [message]
+
+
+BOUNDS = ("from", "to", "from_date", "to_date", "dateFrom", "dateTo")
+
+
+def time_bounds_follow_one_rule(ctx, response, case) -> bool | None:
+    """Issue 26.4: every read's time bound is parsed by rewards.domain.timestamps' one rule: a bound is refused
+    (400 naming it) only when the rule cannot read it, and a read that answers has read every bound it was given."""
+    declared = DOCUMENT["paths"][case.operation.path].get(case.method.lower(), {}).get("parameters", [])
+    for name in BOUNDS:
+        value = (case.query or {}).get(name)
+        if value is None or name not in {p["name"] for p in declared if p["in"] == "query"}:
+            continue  # an unknown parameter is ignored (API.md §0)
+        try:
+            bound_ms(str(value))
+            parses = True
+        except InvalidTimestamp:
+            parses = False
+        refused = f"{name} {BOUND_ERROR}" in _messages(response)
+        assert not (refused and parses), f"{name}={value!r} is readable but was refused"
+        assert response.status_code >= 400 or parses, f"{name}={value!r} cannot be read but was answered"
+    return True
+
+
+@functools.cache
+def _boolean_fields() -> set[str]:
+    """Every property the document says may be a boolean, wherever it is declared."""
+    found, todo = set(), [DOCUMENT]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            for name, field in (node.get("properties") or {}).items():
+                kinds = [field, *field.get("anyOf", [])] if isinstance(field, dict) else []
+                found |= {name for kind in kinds if kind.get("type") == "boolean"}
+            todo += node.values()
+        elif isinstance(node, list):
+            todo += node
+    return found
+
+
+def booleans_only_where_booleans_go(ctx, response, case) -> bool | None:
+    """Issue 26.3: a JSON boolean is never read as a number, a time or a text (it would be 1, 0 or 1970)."""
+    if response.status_code < 300 and isinstance(case.body, dict):
+        misplaced = [k for k, v in case.body.items() if isinstance(v, bool) and k not in _boolean_fields()]
+        assert not misplaced, f"accepted a boolean as {misplaced}"
+    return True
+
+
+def no_code_shadows_a_route(ctx, response, case) -> bool | None:
+    """Issue 26.2: no code created or renamed is named like a route beside codes."""
+    if response.status_code < 300 and case.method.upper() == "POST" and case.path.startswith("/api/v1/affiliates"):
+        try:
+            code = json.loads(response.content).get("code")
+        except (ValueError, AttributeError):
+            return True
+        assert not isinstance(code, str) or code.upper() not in RESERVED_CODES, f"created the code {code!r}"
+    return True
+
+
 def not_a_server_error(ctx, response, case) -> bool | None:
     assert response.status_code < 500, f"{response.status_code}: {response.content[:500]!r}"
     return True
@@ -67,6 +135,9 @@ def not_a_server_error(ctx, response, case) -> bool | None:
 CHECKS = [
     not_a_server_error,
     contract_error_body,
+    time_bounds_follow_one_rule,
+    booleans_only_where_booleans_go,
+    no_code_shadows_a_route,
     status_code_conformance,
     content_type_conformance,
     response_headers_conformance,
@@ -111,6 +182,8 @@ HOSTILE_STRINGS = [
     "18446744073709551616", "-9223372036854775809", "0001-01-01", "9999-12-31", "1969-12-31T23:59:59.999Z",
     "2300-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "0000-01-01T00:00:00Z", "-62135596800001",
     "99999999999999999999", "2026-11-22T09:12:03.123+14:00", EMAIL, EVM,
+    "253402300800000", "999999999999999999999", "status", "Status",  # year 10000, past 20 digits, a route's name
+    "a" * 70_000,  # past the request line's 64 KiB in a query or a path: 414
 ]  # fmt: skip
 HOSTILE_INTEGERS = [0, -1, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**30, 10**40]
 USER_TYPES = ["email", "evm_address", "sui_address", "solana_address", "xrpl_address", "stellar_address"]

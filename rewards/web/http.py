@@ -272,6 +272,8 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
     errors: dict[int, str] = {}
     if operation.get("parameters") or "requestBody" in operation:
         errors[400] = "Bad Request: a parameter or the body is invalid (`message` lists every problem)"
+    if operation.get("parameters"):
+        errors[414] = "URI Too Long: the request line (path and query string) is over 64 KiB"
     guarded = _guard_of(route.dependant)
     if guarded is not None:
         scope, limited = guarded

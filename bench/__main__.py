@@ -31,6 +31,7 @@ def main(
     data_root: Annotated[Path, typer.Option(help="Generated data, kept between runs")] = Path(".bench-data"),
     out: Annotated[Path, typer.Option(help="Where the figures are saved as JSON")] = Path(".bench-data/latest.json"),
     quick: Annotated[bool, typer.Option(help="Small data, short runs: to try it, not to record")] = False,
+    smoke: Annotated[bool, typer.Option(help="Tiny data, one short run each: that it runs")] = False,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     unknown = set(only or []) - set(SUITES)
@@ -38,7 +39,7 @@ def main(
         raise typer.BadParameter(f"unknown suites: {', '.join(sorted(unknown))}")
     data_root = data_root.resolve()
     started = [STARTERS[name](data_root / "engines" / name) for name in ("kafka", "redis", "clickhouse")]
-    context = Context(data_root, {engine.env_name: engine.url for engine in started}, quick)
+    context = Context(data_root, {engine.env_name: engine.url for engine in started}, quick or smoke, smoke)
     figures: list[Figure] = []
     try:
         for name, run in SUITES.items():

@@ -35,7 +35,7 @@ from rewards.ports import StateStore, Warehouse
 from tests.harness import Server
 
 TARGET_P99_MS = 50
-SCALES = {"10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}  # affiliates, conversions
+SCALES = {"1k": (1_000, 10_000), "10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}  # affiliates, conversions
 DATA_VERSION = 3  # bump when the generated tables change: older data dirs are not reused
 
 RAW_FIGURES = """(
@@ -265,8 +265,8 @@ async def _present(state: StateStore, warehouse: Warehouse, scale: str, known: d
 
 def run(context: Context) -> list[Figure]:
     """The listing at 10k and 100k affiliates (10k only when quick): growth shows beside the target."""
-    scales = ["10k"] if context.quick else ["10k", "100k"]
-    runs = 10 if context.quick else 50
+    scales = context.size(["10k", "100k"], ["10k"], ["1k"])
+    runs = context.size(50, 10, 3)
     figures = []
     for scale in scales:
         affiliates, conversions = SCALES[scale]

@@ -34,12 +34,10 @@ def run(context: Context) -> list[Figure]:
 
 
 async def _run(context: Context) -> list[Figure]:
-    quick = context.quick
-    redis_bytes = await _redis_bytes_per_id(context.engine_env["REDIS_URL"], 100_000 if quick else 1_000_000)
-    ch = await _clickhouse(
-        context.engine_env["CLICKHOUSE_URL"], 1_000_000 if quick else 10_000_000, 50 if quick else 300
-    )
-    sqlite_bytes = await _sqlite_bytes_per_id(20_000 if quick else 100_000)
+    size = context.size
+    redis_bytes = await _redis_bytes_per_id(context.engine_env["REDIS_URL"], size(1_000_000, 100_000, 5_000))
+    ch = await _clickhouse(context.engine_env["CLICKHOUSE_URL"], size(10_000_000, 1_000_000, 20_000), size(300, 50, 5))
+    sqlite_bytes = await _sqlite_bytes_per_id(size(100_000, 20_000, 2_000))
     figures = [
         Figure("dedup", "Redis bytes per dedup id (key with a TTL, value `processed`)", "production", redis_bytes, "B"),
         Figure("dedup", f"ClickHouse dedup_ids on disk per id ({ch['rows']:,} ids)", "production", ch["disk"], "B"),
@@ -133,7 +131,8 @@ async def _clickhouse(url: str, n: int, runs: int) -> dict:
         for statement in next(m for m in load_migrations() if m.name == "dedup_ids_granules").up:
             await warehouse.command(statement)  # its layout since migration 005 (the empty table made anew)
         await warehouse.command(
-            f"INSERT INTO dedup_ids SELECT toString(number % {PROJECTS}), 'event',"
+            "INSERT INTO dedup_ids (project_id, kind, dedup_id, accepted_at, failed)"
+            f" SELECT toString(number % {PROJECTS}), 'event',"
             f" concat('order-', hex(sipHash128(number))),"
             f" now64(3) - toIntervalSecond(number % {WINDOW_S - 86400}), 0 FROM numbers({n})"
         )

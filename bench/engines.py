@@ -142,8 +142,8 @@ def _engine_name(figure: Figure) -> str:
 
 
 def run(context: Context) -> list[Figure]:
-    seconds, quick, env = (1.0 if context.quick else 6.0), context.quick, context.engine_env
-    deliveries = 2 if quick else 4  # distinct ones, cycled (each inserted under a fresh token)
+    seconds, quick, env = context.size(6.0, 1.0, 0.3), context.quick, context.engine_env
+    deliveries = context.size(4, 2, 2)  # distinct ones, cycled (each inserted under a fresh token)
     pool = _Processes(max(2, os.cpu_count() or 1))
     try:
         figures = _redis(pool, env["REDIS_URL"], seconds, quick)

@@ -69,7 +69,7 @@ FROM numbers({{start:UInt64}}, {{count:UInt64}})
 """
 
 CODES_SQL = f"""
-INSERT INTO referral_codes
+INSERT INTO referral_codes (project_id, owner_identifier_type, owner_identifier, code, created_at)
 SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="number")}, upper(substring(hex(cityHash64(number)), 1, 8)),
        now64(3)
 FROM numbers({{start:UInt64}}, {{count:UInt64}})

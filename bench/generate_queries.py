@@ -15,12 +15,16 @@ Rows have exactly the shape the stream workers write (stream_workers/rows.py), g
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from tqdm import tqdm
 
 from rewards.domain.payout_config import PayoutConfig
+from rewards.domain.payouts import Payout, User
 from rewards.ports import StateStore, Warehouse
+from schemas.entities import CLAIM_CHECK
+from stream_workers.rows import PayoutSource, payout_rows
 
 CHUNK = 500_000
 CONFIG = {
@@ -33,44 +37,90 @@ CONFIG = {
 ADDRESS = "concat('0x', leftPad(lower(hex(toUInt64({n}) + 1)), 40, '0'))"
 YEAR_S = 365 * 86400
 
+# Each column the workers write (stream_workers/rows.py), by name, and the expression that generates it: a migration
+# that adds, drops or renames one fails check_columns (run by make test's benchmark smoke test) instead of shifting
+# positional values into the wrong columns.
+PAYOUT_COLUMNS = {
+    "project_id": "{project:String}",
+    "payout_id": "concat('conversion:bench-', toString(conversion), ':', toString(level))",
+    "source_id": "concat('bench-', toString(conversion))",
+    "source_type": "'conversion'",
+    "kind": "if(level = 0, 'end_user_reward', 'affiliate_commission')",
+    "role": "if(level = 0, 'user', 'affiliate')",
+    "level": "level",
+    "recipient_identifier": ADDRESS.format(n="recipient"),
+    "recipient_identifier_type": "'evm_address'",
+    "amount": "toDecimal256(if(usdc, toUInt64(base * rates[level + 1] * 1000000), base * rates[level + 1]), 18)",
+    "currency": "if(usdc, '0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48', 'point')",
+    "currency_chain_id": "if(usdc, 1, 0)",
+    "currency_name": "if(usdc, 'USDC', '')",
+    "currency_decimals": "if(usdc, 6, 0)",
+    "happened_at": "happened",
+    "created_at": "happened + toIntervalMillisecond(200)",
+    "code": "''",
+}
 PAYOUTS_SQL = f"""
-INSERT INTO payouts
+INSERT INTO payouts ({", ".join(PAYOUT_COLUMNS)})
 WITH intDiv(number, 4) AS conversion, number % 4 AS level, conversion % 10 = 9 AS usdc,
      cityHash64(conversion) AS h, cityHash64(conversion, level) % {{recipients:UInt64}} AS recipient,
      toDateTime64('2026-01-01 00:00:00', 3, 'UTC') - toIntervalMillisecond(h % ({YEAR_S} * 1000)) AS happened,
      [toDecimal256(1, 18), toDecimal256('0.10', 18), toDecimal256('0.05', 18), toDecimal256('0.02', 18)] AS rates,
      toDecimal256(h % 100000, 18) / 100 AS base
-SELECT {{project:String}}, concat('conversion:bench-', toString(conversion), ':', toString(level)),
-       concat('bench-', toString(conversion)), 'conversion',
-       if(level = 0, 'end_user_reward', 'affiliate_commission'), if(level = 0, 'user', 'affiliate'), level,
-       {ADDRESS.format(n="recipient")}, 'evm_address',
-       toDecimal256(if(usdc, toUInt64(base * rates[level + 1] * 1000000), base * rates[level + 1]), 18),
-       if(usdc, '0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48', 'point'), if(usdc, 1, 0), if(usdc, 'USDC', ''),
-       if(usdc, 6, 0), happened, happened + toIntervalMillisecond(200)
+SELECT {", ".join(PAYOUT_COLUMNS.values())}
 FROM numbers({{start:UInt64}}, {{count:UInt64}})
 """
 
 # One row per check and version: `number` is the check; version {version} is written for the checks whose
 # group of 3 reached that status.
+CLAIM_CHECK_COLUMNS = {
+    "project_id": "{project:String}",
+    "user_identifier_type": "'evm_address'",
+    "user_identifier": ADDRESS.format(n="user"),
+    "id": "concat('cc_', lower(hex(sipHash128({project:String}, number))))",
+    "currency_address": "if(usdc, '0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48', "
+                        "'0x4200000000000000000000000000000000000006')",
+    "currency_chain_id": "if(usdc, 1, 10)",
+    "currency_name": "if(usdc, 'USDC', 'WETH')",
+    "currency_decimals": "if(usdc, 6, 18)",
+    "amount": "toUInt256(1 + cityHash64(number, 1) % 1000000000)",
+    "reason": "if(number % 5 = 0, 'affiliate_payout', 'end_user_payout')",
+    "status": "['open', 'closed', 'claimed'][{version:UInt32}]",
+    "hash": "if({version:UInt32} = 3, concat('0x', lower(hex(sipHash128({project:String}, user, tx))), "
+            "lower(hex(sipHash128(user, tx)))), NULL)",
+    "source_id": "concat('bench-', toString(number))",
+    "created_at": "created",
+    "claimed_at": "if({version:UInt32} = 3, claimed, NULL)",
+    "version": "{version:UInt32}",
+}  # fmt: skip
 CLAIMS_SQL = f"""
-INSERT INTO claim_checks
+INSERT INTO claim_checks ({", ".join(CLAIM_CHECK_COLUMNS)})
 WITH intDiv(number, 30) AS user, intDiv(number % 30, 3) AS tx, number % 2 = 0 AS usdc,
      cityHash64({{project:String}}, user, tx) % 10 AS fate, if(fate < 3, 1, if(fate < 5, 2, 3)) AS reached,
      toDateTime64('2026-01-01 00:00:00', 3, 'UTC') - toIntervalMillisecond(cityHash64(user, tx) % ({YEAR_S} * 1000))
        AS claimed, claimed - toIntervalHour(1 + number % 3 * 24) AS created
-SELECT {{project:String}}, 'evm_address', {ADDRESS.format(n="user")},
-       concat('cc_', lower(hex(sipHash128({{project:String}}, number)))),
-       if(usdc, '0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48', '0x4200000000000000000000000000000000000006'),
-       if(usdc, 1, 10), if(usdc, 'USDC', 'WETH'), if(usdc, 6, 18),
-       toUInt256(1 + cityHash64(number, 1) % 1000000000), if(number % 5 = 0, 'affiliate_payout', 'end_user_payout'),
-       ['open', 'closed', 'claimed'][{{version:UInt32}}],
-       if({{version:UInt32}} = 3, concat('0x', lower(hex(sipHash128({{project:String}}, user, tx))),
-                                        lower(hex(sipHash128(user, tx)))), NULL),
-       concat('bench-', toString(number)), created,
-       if({{version:UInt32}} = 3, claimed, NULL), {{version:UInt32}}
+SELECT {", ".join(CLAIM_CHECK_COLUMNS.values())}
 FROM numbers({{start:UInt64}}, {{count:UInt64}})
 WHERE reached >= {{version:UInt32}}
 """
+
+
+def check_columns() -> None:
+    """Raise unless the generated rows have exactly the columns the workers write (their own row builders)."""
+    for table, generated, written in (
+        ("payouts", PAYOUT_COLUMNS, _worker_payout_columns()),
+        ("claim_checks", CLAIM_CHECK_COLUMNS, CLAIM_CHECK.columns()),
+    ):
+        if set(generated) != set(written):
+            missing, extra = sorted(set(written) - set(generated)), sorted(set(generated) - set(written))
+            raise RuntimeError(f"bench/generate_queries.py: {table} lacks {missing}, has no longer {extra}")
+
+
+def _worker_payout_columns() -> list[str]:
+    source = PayoutSource("p", "s", "conversion", 0)
+    payout = Payout("end_user_reward", "user", 0, User("0x" + "0" * 40, "evm_address"), Decimal(1), "point")
+    return list(payout_rows(source, [payout], 0)[0])
+
+
 ROWS_PER_CHECK = 2.2
 
 
@@ -123,6 +173,7 @@ async def _present(state: StateStore, warehouse: Warehouse, dataset: Dataset, kn
 
 
 async def generate(state: StateStore, warehouse: Warehouse, dataset: Dataset) -> dict:
+    check_columns()
     project_id = await state.create_project(f"bench {dataset.name}")
     api_key = await state.create_key(project_id, ["service_role"])
     await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))

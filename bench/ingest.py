@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
@@ -50,21 +51,31 @@ BACKPRESSURE_BOUND = 1000
 PROCESSED_SHARE_TARGET = 0.9
 
 
+@dataclass(frozen=True)
+class Load:
+    seconds: float
+    projects: int = PROJECTS
+    referred_users: int = REFERRED_USERS
+    rate: float | None = None  # events/s; None: as fast as the server accepts (the saturating load)
+    connections: int = CONNECTIONS
+
+
 def run(context: Context) -> list[Figure]:
-    seconds = 5 if context.quick else 15
+    # The smoke test's load is small and paced, so that its drain is short: it proves the suite runs.
+    load = context.size(Load(15), Load(5), Load(1, projects=2, referred_users=5, rate=2_000, connections=4))
     processes = os.cpu_count() or 1
     figures = []
     for shape, ingest_processes in (("embedded", 1), ("production", processes)):
-        baseline = _baseline(ingest_processes, seconds)
+        baseline = _baseline(ingest_processes, load)
         server = _start(shape, context, ingest_processes)
         try:
             engines = _engine_pids(context) if shape == "production" else {}
-            figures += _measure(shape, server, baseline, seconds, engines)
+            figures += _measure(shape, server, baseline, load, engines)
         finally:
             server.stop()
         server = _start(shape, context, ingest_processes, {"REWARDS_MAX_BACKLOG": str(BACKPRESSURE_BOUND)})
         try:
-            figures += _measure_backpressure(shape, server, seconds)
+            figures += _measure_backpressure(shape, server, load)
         finally:
             server.stop()
     return figures
@@ -78,7 +89,7 @@ def _start(shape: str, context: Context, ingest_processes: int, settings: dict[s
     return ProductionServer(context.engine_env, env, ingest_processes=ingest_processes).start()
 
 
-def _baseline(processes: int, seconds: float) -> dict:
+def _baseline(processes: int, load: Load) -> dict:
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "bench.baseline_app:create", "--factory", "--port", str(port),
                "--workers", str(processes), "--log-level", "warning", "--no-access-log"]  # fmt: skip
@@ -86,45 +97,45 @@ def _baseline(processes: int, seconds: float) -> dict:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, [server])
-        return _load(url, ["baseline"], seconds)
+        return _load(url, ["baseline"], load)
     finally:
         stop_processes([server])
 
 
-def _load(url: str, keys: list[str], seconds: float, rate: float | None = None) -> dict:
+def _load(url: str, keys: list[str], load: Load, rate: float | None = None) -> dict:
     command = [sys.executable, "-m", "bench.load", "load", "--url", url, "--keys", ",".join(keys),
-               "--seconds", str(seconds), "--connections", str(CONNECTIONS)]  # fmt: skip
+               "--seconds", str(load.seconds), "--connections", str(load.connections)]  # fmt: skip
     if rate:
         command += ["--rate", str(rate)]
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 
-def _load_and_probe(server, keys: list[str], seconds: float, rate: float | None = None) -> tuple[dict, dict]:
+def _load_and_probe(server, keys: list[str], load: Load, rate: float | None = None) -> tuple[dict, dict]:
     """The load, and the freshness probe running beside it (on a project of its own)."""
     probe = subprocess.Popen(
         [sys.executable, "-m", "bench.load", "probe", "--url", server.urls["ingest"], "--query-url",
-         server.urls["query"], "--keys", keys[0], "--seconds", str(seconds)],
+         server.urls["query"], "--keys", keys[0], "--seconds", str(load.seconds)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    loaded = _load(server.urls["ingest"], keys[1:], seconds, rate)
+    loaded = _load(server.urls["ingest"], keys[1:], load, rate)
     return loaded, json.loads(probe.communicate()[0])
 
 
-def _measure(shape: str, server, baseline: dict, seconds: float, engine_pids: dict[str, int]) -> list[Figure]:
-    keys = [_project(server) for _ in range(PROJECTS + 1)]
+def _measure(shape: str, server, baseline: dict, load: Load, engine_pids: dict[str, int]) -> list[Figure]:
+    keys = [_project(server, load.referred_users) for _ in range(load.projects + 1)]
     memory = PeakRss({**_service_pids(server), **engine_pids})
     idle = memory.sample()
     memory.start()
-    loaded, freshness = _load_and_probe(server, keys, seconds)
+    loaded, freshness = _load_and_probe(server, keys, load, load.rate)
     drain_s = _drain(server, loaded["last_ids"])
     memory.stop()
     processed_per_s = loaded["accepted"] / (loaded["seconds"] + drain_s)
     # The pipeline's own delay, without a backlog: a steady load well within what it processes.
     steady_rate = max(BATCH, round(STEADY_SHARE * processed_per_s, -2))
-    steady, steady_freshness = _load_and_probe(server, keys, seconds, steady_rate)
+    steady, steady_freshness = _load_and_probe(server, keys, load, steady_rate)
     _drain(server, steady["last_ids"])
     return [
-        *_ingest_figures(shape, loaded, baseline),
+        *_ingest_figures(shape, loaded, baseline, load.connections),
         Figure("ingest", "processed events/s (accepted → warehouse, load + drain)", shape, processed_per_s,
                "events/s", baseline_name="accepted", baseline=loaded["events_per_s"],
                ratio=processed_per_s / loaded["events_per_s"], ratio_note="of accepted"),
@@ -135,11 +146,11 @@ def _measure(shape: str, server, baseline: dict, seconds: float, engine_pids: di
     ]  # fmt: skip
 
 
-def _measure_backpressure(shape: str, server, seconds: float) -> list[Figure]:
+def _measure_backpressure(shape: str, server, load: Load) -> list[Figure]:
     """The same saturating load on a server that refuses batches (503, Retry-After) while more than
     BACKPRESSURE_BOUND messages wait for the workers; the load sends each refused batch again after Retry-After."""
-    keys = [_project(server) for _ in range(PROJECTS + 1)]
-    loaded, freshness = _load_and_probe(server, keys, seconds)
+    keys = [_project(server, load.referred_users) for _ in range(load.projects + 1)]
+    loaded, freshness = _load_and_probe(server, keys, load, load.rate)
     drain_s = _drain(server, loaded["last_ids"])
     processed_per_s = loaded["accepted"] / (loaded["seconds"] + drain_s)
     refused = loaded["refused"] / max(1, loaded["requests"])
@@ -164,7 +175,7 @@ def _freshness_figure(shape: str, load: str, freshness: dict) -> Figure:
     )  # fmt: skip
 
 
-def _ingest_figures(shape: str, loaded: dict, baseline: dict) -> list[Figure]:
+def _ingest_figures(shape: str, loaded: dict, baseline: dict, connections: int = CONNECTIONS) -> list[Figure]:
     share = loaded["events_per_s"] / baseline["events_per_s"]
     target = f"≥ {BASELINE_SHARE_TARGET} of baseline"
     met = share >= BASELINE_SHARE_TARGET
@@ -172,7 +183,7 @@ def _ingest_figures(shape: str, loaded: dict, baseline: dict) -> list[Figure]:
         target = f"≥ {INGEST_TARGET_EVENTS_S:,} events/s and {target}"
         met = met and loaded["events_per_s"] >= INGEST_TARGET_EVENTS_S
     errors = f", errors {loaded['errors']}" if loaded["errors"] else ""
-    case = f"POST /events/batch, 100 events/batch, {CONNECTIONS} connections{errors}"
+    case = f"POST /events/batch, 100 events/batch, {connections} connections{errors}"
     return [
         Figure("ingest", case, shape, loaded["events_per_s"], "events/s", baseline_name="web layer",
                baseline=baseline["events_per_s"], ratio=share, ratio_note="of baseline", target=target, met=met),
@@ -194,7 +205,7 @@ def _memory_figures(shape: str, peaks: dict[str, float], idle: dict[str, float])
     return figures
 
 
-def _project(server) -> str:
+def _project(server, referred_users: int) -> str:
     admin = Admin(server)
     project_id = admin.project()
     key = admin.key(project_id, "service_role")
@@ -204,7 +215,7 @@ def _project(server) -> str:
         codes = [_code(api, owner) for owner in affiliates]
         for referred, code in zip(affiliates[1:], codes, strict=False):
             _use(api, code, referred)
-        for user in USERS[:REFERRED_USERS]:
+        for user in USERS[:referred_users]:
             _use(api, codes[-1], user)
     return key
 

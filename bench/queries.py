@@ -290,17 +290,19 @@ def figures_of(measures: list[Measure]) -> list[Figure]:
     return figures
 
 
-def datasets(quick: bool) -> list[Dataset]:
-    payouts, claims = (
-        ((100_000, 1_000_000), (10_000, 100_000)) if quick else ((1_000_000, 10_000_000), (100_000, 1_000_000))
+def datasets(context: Context) -> list[Dataset]:
+    payouts, claims = context.size(
+        ((1_000_000, 10_000_000), (100_000, 1_000_000)),
+        ((100_000, 1_000_000), (10_000, 100_000)),
+        ((2_000, 20_000), (2_000, 20_000)),
     )
     return [Dataset("payouts", n) for n in payouts] + [Dataset("claims", n) for n in claims]
 
 
 def run(context: Context) -> list[Figure]:
-    runs = Runs(view=100, raw=3) if context.quick else Runs(view=1000, raw=10)
-    measures = embedded(context, datasets(context.quick), runs)
-    measures += production(context, datasets(context.quick), runs)
+    runs = context.size(Runs(view=1000, raw=10), Runs(view=100, raw=3), Runs(view=3, raw=1))
+    measures = embedded(context, datasets(context), runs)
+    measures += production(context, datasets(context), runs)
     return figures_of(measures)
 
 

@@ -77,7 +77,7 @@ def run(context: Context) -> list[Figure]:
 
 
 async def _run(context: Context) -> list[Figure]:
-    deliveries = 4 if context.quick else 12
+    deliveries = context.size(12, 4, 1)
     figures = []
     for shape in ("embedded", "production"):
         async with _engines(shape, context) as (state, warehouse):

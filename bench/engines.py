@@ -8,10 +8,11 @@ their events over that time. Where a client's concurrency or process count matte
 is kept (the others are named in the case). The clients are the service's own, with its settings:
 
 - **Redis claim** (production accept): `RedisStateStore.ingest` as the ingest edge runs it per 100-event batch
-  (rewards.adapters.production.redis_state: CLAIM_BATCH on 100 fresh dedup keys of one project, then COMMIT_BATCH
-  of them with the users' event sets, scripts registered by `Scripts.register`), opened by `open_redis_state` on
-  redis-py's asyncio client (hiredis), but without the warehouse's dedup archive: Redis alone. In a database of its own,
-  flushed after. Baseline: redis-benchmark (C, 50 connections) running the same two scripts on random fresh keys.
+  (rewards.adapters.production.redis_state: claim_batch.lua on 100 fresh dedup keys of one project, then
+  commit_batch.lua of them with the users' event sets, scripts registered by `Scripts.register`), opened by
+  `open_redis_state` on redis-py's asyncio client (hiredis), but without the warehouse's dedup archive: Redis alone.
+  In a database of its own, flushed after. Baseline: redis-benchmark (C, 50 connections) running the same two scripts
+  on random fresh keys.
 - **Kafka transactional produce** (production accept) of the batches as the ingest edge serializes them (bench.load's
   events, validated, `schemas.records.dump_conversions`), on a topic of its own (deleted after):
   - Kafka's own `org.apache.kafka.tools.ProducerPerformance` (kafka-tools, fetched once:
@@ -196,7 +197,7 @@ def _redis_benchmark(url: str, seconds: float, guess_events_s: float) -> float |
 
     from bench.load import USERS
     from rewards.adapters.production.redis_keys import ProjectKeys
-    from rewards.adapters.production.redis_scripts import CLAIM_BATCH, COMMIT_BATCH
+    from rewards.adapters.production.redis_scripts import source
     from rewards.adapters.production.redis_state import PENDING_TTL_S
     from rewards.domain.payouts import User
     from rewards.settings import Settings
@@ -206,7 +207,7 @@ def _redis_benchmark(url: str, seconds: float, guess_events_s: float) -> float |
         return None
     client = redis.Redis.from_url(url)
     try:
-        claim_sha, commit_sha = client.script_load(CLAIM_BATCH), client.script_load(COMMIT_BATCH)
+        claim_sha, commit_sha = client.script_load(source("claim_batch")), client.script_load(source("commit_batch"))
     finally:
         client.close()
     k = ProjectKeys(f"bench-engines-{uuid.uuid4().hex[:8]}")

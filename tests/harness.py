@@ -190,12 +190,14 @@ class Api(httpx.Client):
 
 
 def eventually(check, timeout_s: float = 10):
-    """Run `check` until it stops raising AssertionError: reads of the warehouse follow writes shortly."""
+    """Run `check` until it raises nothing: reads of the warehouse follow writes shortly, and a read made too early
+    may fail in any way (an assertion, an unpacking of a list not yet full, a key not yet there). Past the deadline,
+    the last failure is raised."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return check()
-        except AssertionError:
+        except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

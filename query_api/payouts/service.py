@@ -5,13 +5,11 @@ from decimal import Decimal
 
 from query_api.leaderboards.service import rank
 from rewards.domain.limits import MAX_MS, MIN_MS, clamp_time_ms
-from rewards.domain.payouts import User
+from rewards.domain.payouts import PayoutKind, User
 from rewards.ports import Warehouse
 from schemas.clickhouse.values import ch_datetime
 
-# `rebate`: a referred user's share of a level-1 commission through a code with a rebate rate (API.md §7), earned as a
-# user (leaderboard/users); the commission's other share stays `affiliate_commission`.
-KINDS = ("affiliate_commission", "referral_reward", "end_user_reward", "campaign_bonus", "rebate")
+KINDS = tuple(kind.value for kind in PayoutKind)  # plain texts: they key answers
 HOUR_MS = 3_600_000
 DT = "DateTime64(3, 'UTC')"
 

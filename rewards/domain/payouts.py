@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, replace
 from decimal import ROUND_DOWN, Decimal
+from enum import StrEnum
 
 from rewards.domain.amounts import EXACT, multiply, to_points, to_raw_token_units
 from rewards.domain.limits import PAYOUT_LIMIT, parse_amount
@@ -9,10 +10,23 @@ from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 
 MAX_LEVELS = 4
 POINT = "point"
-COMMISSION = "affiliate_commission"
-# The referred user's share of a level-1 commission paid through a code with a rebate rate (API.md §7): earned as a
-# user (role "user": leaderboard/users, the end-user side of the totals), level 0 like every payout but commissions.
-REBATE = "rebate"
+
+
+class PayoutKind(StrEnum):
+    """Every kind of payout, as the warehouse stores it (payouts.kind) and the answers name it. The views' SQL names
+    them too: tests/test_payout_kinds.py holds every kind a view names to this enum."""
+
+    COMMISSION = "affiliate_commission"
+    REFERRAL_REWARD = "referral_reward"
+    END_USER_REWARD = "end_user_reward"
+    CAMPAIGN_BONUS = "campaign_bonus"
+    # The referred user's share of a level-1 commission paid through a code with a rebate rate (API.md §7): earned as
+    # a user (role "user": leaderboard/users, the end-user side of the totals), level 0 like every payout but
+    # commissions.
+    REBATE = "rebate"
+
+
+COMMISSION, REBATE = PayoutKind.COMMISSION, PayoutKind.REBATE
 
 
 @dataclass(frozen=True)
@@ -23,7 +37,7 @@ class User:
 
 @dataclass(frozen=True)
 class Payout:
-    kind: str  # affiliate_commission | referral_reward | end_user_reward | campaign_bonus | rebate
+    kind: PayoutKind
     role: str  # "affiliate" (earned as an affiliate) or "user" (earned as an end user)
     level: int  # 1-4 for commissions, 0 otherwise
     recipient: User
@@ -71,8 +85,8 @@ def code_use_payouts(config: PayoutConfig, owner: User, referred: User) -> list[
         return []
     return _rounded(
         [
-            Payout("referral_reward", "affiliate", 0, owner, reward.referrer, POINT),
-            Payout("referral_reward", "user", 0, referred, reward.referred, POINT),
+            Payout(PayoutKind.REFERRAL_REWARD, "affiliate", 0, owner, reward.referrer, POINT),
+            Payout(PayoutKind.REFERRAL_REWARD, "user", 0, referred, reward.referred, POINT),
         ]
     )
 
@@ -123,7 +137,7 @@ class Rules:
             reward = rule.end_user_reward
             if reward is not None:
                 amount = reward.fixed if reward.fixed is not None else multiply(reward.rate, base)
-                _add_rounded(payouts, "end_user_reward", "user", 0, event.user, amount, rule.currency)
+                _add_rounded(payouts, PayoutKind.END_USER_REWARD, "user", 0, event.user, amount, rule.currency)
             tier = self._tier(l1_tier_id) if referrer_chain else None
             if tier is not None:
                 r = tier.rates
@@ -135,7 +149,7 @@ class Rules:
                     payouts = with_rebate(payouts, rebate_rate, event.user)
         for campaign in self.campaigns:
             if event.name in campaign.event_names and campaign.starts_at <= event.timestamp_ms < campaign.ends_at:
-                _add_rounded(payouts, "campaign_bonus", "user", 0, event.user, campaign.bonus, POINT)
+                _add_rounded(payouts, PayoutKind.CAMPAIGN_BONUS, "user", 0, event.user, campaign.bonus, POINT)
         return payouts
 
     def volumes(self, base: Decimal | None, referrer_chain: list[User]) -> list[Volume]:

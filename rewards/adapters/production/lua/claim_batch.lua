@@ -1,0 +1,29 @@
+-- KEYS: the idempotency hash, then the dedup key of each event; ARGV: token, pending TTL (ms),
+-- '1' when an Idempotency-Key is given, its body hash.
+-- Returns {'conflict'} | {'replay', response} | {'busy', indexes pending by others} | {'claimed', fresh indexes}
+-- (indexes 0-based). Nothing is written unless the whole batch is claimed.
+local token, ttl = ARGV[1], ARGV[2]
+if ARGV[3] == '1' then
+  local stored = redis.call('HMGET', KEYS[1], 'body_hash', 'response')
+  if stored[2] then
+    if stored[1] ~= ARGV[4] then return {'conflict'} end
+    return {'replay', stored[2]}
+  end
+  if stored[1] then return {'busy', {}} end
+end
+local fresh, busy, seen = {}, {}, {}
+for i = 2, #KEYS do
+  if not seen[KEYS[i]] then
+    seen[KEYS[i]] = true
+    local status = redis.call('GET', KEYS[i])
+    if not status then fresh[#fresh + 1] = i - 2
+    elseif status ~= 'accepted' and status ~= 'processed' and status ~= 'failed' then busy[#busy + 1] = i - 2 end
+  end
+end
+if #busy > 0 then return {'busy', busy} end
+for _, index in ipairs(fresh) do redis.call('SET', KEYS[index + 2], 'pending:' .. token, 'PX', ttl) end
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'body_hash', ARGV[4], 'token', token)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {'claimed', fresh}

@@ -6,7 +6,7 @@
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
-- PlanStore: where the workers record each batch's end before writing it (stream_workers.plans).
+- PlanStore: where the workers record each batch's end before writing it (stream_workers.plans says why).
 
 A batch is accepted inside `StateStore.ingest(...)`: the claim of its dedup ids and its publication
 on the log succeed together or not at all (an exception inside the block undoes the claim). Every

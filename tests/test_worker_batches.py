@@ -4,11 +4,12 @@ import uuid
 
 import pytest
 
+from rewards.adapters.embedded.sqlite_plans import SqlitePlans
+from rewards.adapters.warehouse_plans import WarehousePlans
 from rewards.domain.timestamps import now_ms
 from schemas.clickhouse.values import ch_datetime
 from schemas.records import dump_records
 from stream_workers.batches import Message, Planner
-from stream_workers.plans import SqlitePlans, WarehousePlans
 from tests.kafka_helpers import conversions
 
 TOPIC = "rewards.events"

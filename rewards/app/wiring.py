@@ -239,7 +239,8 @@ async def kafka_cluster_id(bootstrap_servers: str) -> str:
 async def _open_worker_state(
     settings: Settings, options: "WorkerOptions", warehouse: Warehouse
 ) -> tuple[StateStore, PlanStore]:
-    from stream_workers.plans import SqlitePlans, WarehousePlans
+    from rewards.adapters.embedded.sqlite_plans import SqlitePlans
+    from rewards.adapters.warehouse_plans import WarehousePlans
 
     if options.state == "sqlite":
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")

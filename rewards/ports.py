@@ -20,7 +20,7 @@ repeat).
 
 Every failure of `EventLog.publish` raises `LogUnavailable`, whatever the engine: raised inside such a
 block it undoes the block's change (unless, as above, the change stands), and the HTTP services answer it 503
-with `Retry-After` (`rewards.web.http`), so a client's retry of the same request is safe.
+with `Retry-After` (`rewards.web.handlers`), so a client's retry of the same request is safe.
 """
 
 from collections.abc import Callable, Sequence
@@ -243,7 +243,7 @@ class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, Claim
 class Unavailable(Exception):
     """A request refused because an engine did not take or answer it, or the pipeline is too far behind: nothing
     changed, and the same request may be sent again. The HTTP layer answers every kind alike (one handler in
-    rewards.web.http): 503, `Retry-After`, and the kind's `answer`."""
+    rewards.web.handlers): 503, `Retry-After`, and the kind's `answer`."""
 
     answer = "Service Unavailable: retry later"
     log_line: str | None = None  # logged as a warning with each refusal (None: the refusal is not logged)

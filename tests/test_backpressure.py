@@ -13,8 +13,8 @@ import pytest
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from rewards.app.wiring import open_embedded
 from rewards.settings import Settings
+from rewards.web.app import create_app
 from rewards.web.backpressure import Backpressure
-from rewards.web.http import create_app
 from stream_workers.app import running_worker
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api

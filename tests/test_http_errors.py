@@ -16,8 +16,8 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Request
 
+from rewards.web.app import create_app
 from rewards.web.errors import error_body
-from rewards.web.http import create_app
 from tests.harness import free_port, stop_processes
 
 MAX_BODY_BYTES = 1024

@@ -82,7 +82,7 @@ def user(n: int) -> dict:
 
 
 def assert_log_unavailable(response: httpx.Response) -> None:
-    """503, the contract's error body, and a Retry-After (rewards.web.http's one handler for the event log)."""
+    """503, the contract's error body, and a Retry-After (rewards.web.handlers' one handler for the event log)."""
     assert response.status_code == 503, response.text
     body = response.json()
     assert set(body) == {"statusCode", "error", "message"} and isinstance(body["message"], str), body

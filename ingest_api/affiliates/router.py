@@ -20,18 +20,13 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import json_number, parse_rebate_rate
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.errors import ApiError, bad_request, validation_messages
 from rewards.web.fields import Integer
-from rewards.web.http import (
-    LOG_UNAVAILABLE,
-    backends_of,
-    guard,
-    json_body,
-    parse_user,
-    request_body_doc,
-    request_fields,
-)
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.requests import json_body, parse_user, request_fields
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 

@@ -8,7 +8,10 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from ingest_api.claim_checks import service
 from rewards.domain.timestamps import InvalidTimestamp, now_ms, parse_time_ms
 from rewards.ports import Principal
-from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user, request_body_doc, request_fields
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.requests import parse_user, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 

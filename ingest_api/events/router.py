@@ -16,8 +16,11 @@ from ingest_api.events.validation import (
 )
 from rewards.domain.tracking import names_project
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.errors import ApiError, bad_request
-from rewards.web.http import LOG_UNAVAILABLE, backends_of, guard, parse_user
+from rewards.web.openapi import LOG_UNAVAILABLE
+from rewards.web.requests import parse_user
 from schemas.events import BatchIn, EventIn, FuulEvent
 
 router = APIRouter(tags=["events"])

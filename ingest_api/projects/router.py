@@ -7,8 +7,11 @@ from ingest_api.projects import service
 from rewards.domain.claim_signing import InvalidSignerKey, SignerKey, parse_signer_key
 from rewards.domain.payout_config import InvalidConfig, PayoutConfig
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.errors import bad_request, validation_messages
-from rewards.web.http import backends_of, guard, json_body, request_body_doc
+from rewards.web.openapi import request_body_doc
+from rewards.web.requests import json_body
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

@@ -7,16 +7,11 @@ from ingest_api.referral_codes.schemas import CreateCodes, RemoveReferral, Updat
 from rewards.domain.referrals import json_number
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
-from rewards.web.http import (
-    LOG_UNAVAILABLE,
-    PageParams,
-    backends_of,
-    guard,
-    parse_user,
-    request_body_doc,
-    request_fields,
-)
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
 

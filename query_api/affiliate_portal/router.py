@@ -20,9 +20,10 @@ from rewards.domain.payout_config import external_id as conversion_external_id
 from rewards.domain.payouts import POINT
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
 from rewards.ports import Affiliate, Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.bounds import day_bound
 from rewards.web.errors import bad_request, not_found
-from rewards.web.http import backends_of, guard
 from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliate-portal", tags=["affiliate portal"])

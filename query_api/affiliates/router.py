@@ -11,10 +11,12 @@ from rewards.domain.affiliates import affiliate_json
 from rewards.domain.codes import is_affiliate_code
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY, format_timestamp
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.bounds import day_bound
 from rewards.web.errors import bad_request, not_found
-from rewards.web.http import MAX_PAGE, backends_of, guard, parse_user
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.requests import MAX_PAGE, parse_user
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
 

@@ -11,9 +11,12 @@ from rewards.domain import claim_signing
 from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, ClaimCheck, check_json, currency_json
 from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
-from rewards.web.http import PageParams, backends_of, guard, parse_user, request_body_doc, request_fields
+from rewards.web.openapi import request_body_doc
+from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
 

@@ -13,7 +13,9 @@ from fastapi.responses import HTMLResponse, Response
 from query_api.console import service
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Principal
-from rewards.web.http import API_PREFIX, PageRouter, backends_of, guard
+from rewards.web.app import API_PREFIX, PageRouter
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 
 router = APIRouter(prefix="/console", tags=["console"])
 pages = PageRouter(prefix="/console", include_in_schema=False)

@@ -6,8 +6,9 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.incentives import service
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.errors import bad_request
-from rewards.web.http import backends_of, guard
 from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(tags=["payout terms"])

@@ -11,8 +11,8 @@ from rewards.domain.payouts import User
 from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import StateStore
 from rewards.web.errors import bad_request
-from rewards.web.http import Page, parse_user
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.requests import Page, parse_user
 
 UserType = Literal["affiliate", "end_user"]
 USER_TYPE_DOC = "`affiliate`: figures earned as a referrer; `end_user`: as the user; absent: both"

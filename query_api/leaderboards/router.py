@@ -26,9 +26,11 @@ from rewards.domain.amounts import format_amount
 from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.errors import bad_request
-from rewards.web.http import Page, PageParams, backends_of, guard
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.requests import Page, PageParams
 
 router = APIRouter(tags=["leaderboards"])
 

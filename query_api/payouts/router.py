@@ -20,9 +20,11 @@ from query_api.payouts import service
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.domain.payouts import User
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
-from rewards.web.http import Page, PageParams, backends_of, guard, parse_user
+from rewards.web.requests import Page, PageParams, parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
 
@@ -37,7 +39,7 @@ async def summary(
     return {"total_payouts": format_amount(total)}
 
 
-@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.web.http
+@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.web.app.AnyText
 async def totals(
     request: Request,
     user_identifier: str,

@@ -13,10 +13,12 @@ from rewards.domain.referrals import json_number
 from rewards.domain.timestamps import format_timestamp
 from rewards.domain.tracking import names_project
 from rewards.ports import Principal
+from rewards.web.auth import guard
+from rewards.web.backends import backends_of
 from rewards.web.bounds import day_bound, time_bound
 from rewards.web.errors import ApiError, bad_request
-from rewards.web.http import PageParams, backends_of, guard, parse_user
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.requests import PageParams, parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
 

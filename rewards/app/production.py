@@ -15,7 +15,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rewards.adapters.production.outbox_relay import OutboxRelay
 from rewards.app.wiring import open_production
 from rewards.settings import Settings
-from rewards.web.http import create_app, unavailable_answer
+from rewards.web.app import create_app
+from rewards.web.handlers import unavailable_answer
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from query_api.app import ROUTERS as QUERY_ROUTERS
 from rewards.app.wiring import open_embedded
 from rewards.logging import configure_logging
 from rewards.settings import Settings
-from rewards.web.http import create_app
+from rewards.web.app import create_app
 from rewards.web.protocol import ContractHttpProtocol
 from stream_workers.app import running_worker
 

@@ -1,5 +1,5 @@
 """The base of domain errors: each rule broken carries its kind, what went wrong in domain terms. The HTTP layer
-maps kinds to statuses in one place (rewards.web.http); the domain and the adapters know nothing of HTTP."""
+maps kinds to statuses in one place (rewards.web.handlers); the domain and the adapters know nothing of HTTP."""
 
 from enum import Enum
 

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from starlette.requests import Request
+
 from rewards.ports import (
     AffiliateFigures,
     CodeFigures,
@@ -39,3 +41,7 @@ class Backends:
             await self.warehouse.close()
         await self.limiter.close()
         await self.state.close()
+
+
+def backends_of(request: Request) -> Backends:
+    return request.app.state.backends

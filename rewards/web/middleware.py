@@ -212,7 +212,7 @@ QUIET_PATHS = frozenset({"/health", "/metrics"})
 
 class RequestLogMiddleware:
     """One log line per request once it is answered: method, path, status, milliseconds and, once the key is
-    resolved, its project (`scope["state"]["project_id"]`, set by rewards.web.http.guard). Never a header: the key
+    resolved, its project (`scope["state"]["project_id"]`, set by rewards.web.auth.guard). Never a header: the key
     stays out of the logs. Outermost, so it sees every answer, the 500s of UnhandledErrorMiddleware included.
     (uvicorn's own access log is off: it has neither the project nor the time.)"""
 

@@ -1,0 +1,175 @@
+"""The OpenAPI document: what every operation answers besides its success, derived from the routes (their guard,
+their method, their own `responses=`), and the contract's error body for each of them."""
+
+import copy
+
+from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+
+from rewards.web.errors import ErrorBody
+from rewards.web.ratelimit import DEFAULT_LIMITS
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI before 0.165: app.routes holds the APIRoutes themselves
+
+    def iter_route_contexts(routes):
+        return iter(routes)
+
+
+BEARER = "bearerAuth"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+DESCRIPTION = (
+    "The HTTP contract is API.md. Every request carries `Authorization: Bearer <API_KEY>`; bodies are JSON "
+    "(`Content-Type: application/json`). Every 4xx/5xx answers the error body `ErrorBody`; invalid "
+    "parameters or bodies answer 400, never 422 (422 means only an unavailable referral code)."
+)
+PROJECT_DELETED = "Project not found: the key's project has been deleted"
+# For the `responses=` of operations that publish to the event log.
+LOG_UNAVAILABLE = {503: {"description": "Service Unavailable: the event log did not take the write; nothing changed"}}
+RETRY_AFTER = {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
+RATE_HEADERS = {
+    name: {"description": description, "schema": {"type": "integer"}}
+    for name, description in (
+        ("X-RateLimit-Limit", "Calls this key may make to this operation in a sliding minute"),
+        ("X-RateLimit-Remaining", "Calls left in the current window"),
+    )
+}
+
+
+def request_body_doc(model: type[BaseModel], *, required: bool = True, query: bool = False) -> dict:
+    """`openapi_extra` for a JSON body the handler reads and validates with `model` itself (FastAPI cannot
+    see it). `query`: the same fields are read from the query string when the request has no body."""
+    schema = model.model_json_schema()
+    extra: dict = {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}}
+    if query:
+        extra["parameters"] = [
+            {"name": name, "in": "query", "required": False, "schema": _without_null(field),
+             "description": "Read only when the request has no body"}
+            for name, field in schema["properties"].items()
+        ]  # fmt: skip
+    return extra
+
+
+def _without_null(schema: dict) -> dict:
+    """A query parameter is never JSON null: `X | None` is documented as X."""
+    options = [option for option in schema.get("anyOf", ()) if option != {"type": "null"}]
+    rest = {key: value for key, value in schema.items() if key != "anyOf" and (key, value) != ("default", None)}
+    if not options:
+        return rest
+    return {**rest, **options[0]} if len(options) == 1 else {**rest, "anyOf": options}
+
+
+def openapi_of(app: FastAPI) -> dict:
+    if app.openapi_schema is None:
+        app.openapi_schema = _document(app)
+    return app.openapi_schema
+
+
+def _document(app: FastAPI) -> dict:
+    doc = copy.deepcopy(  # parts of it may be the routes' own `openapi_extra`, shared by every app
+        get_openapi(
+            title=app.title,
+            version=app.version,
+            openapi_version=app.openapi_version,
+            description=app.description,
+            routes=app.routes,
+            tags=app.openapi_tags,
+            servers=app.servers,
+            separate_input_output_schemas=app.separate_input_output_schemas,
+        )
+    )
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas["ErrorBody"] = ErrorBody.model_json_schema()
+    components["securitySchemes"] = {
+        BEARER: {"type": "http", "scheme": "bearer", "description": "An API key (`rewards key create`)"}
+    }
+    for route in iter_route_contexts(app.routes):  # each route as included (prefix, router's responses)
+        if isinstance(getattr(route, "original_route", route), APIRoute) and route.include_in_schema:
+            for method in route.methods:
+                _document_operation(doc["paths"][route.path_format][method.lower()], route, method, schemas)
+    doc = _local_refs_to_components(doc)
+    for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body: every error is ErrorBody
+        doc["components"]["schemas"].pop(name, None)
+    return doc
+
+
+def _document_operation(operation: dict, route, method: str, schemas: dict) -> None:
+    declared = {int(status) for status in route.responses if str(status).isdigit()}
+    responses: dict = operation["responses"]
+    if 422 not in declared:
+        responses.pop("422", None)
+    _hoist_defs(operation, schemas)
+    errors: dict[int, str] = {}
+    if operation.get("parameters") or "requestBody" in operation:
+        errors[400] = "Bad Request: a parameter or the body is invalid (`message` lists every problem)"
+    if operation.get("parameters"):
+        errors[414] = "URI Too Long: the request line (path and query string) is over 64 KiB"
+    guarded = _guard_of(route.dependant)
+    if guarded is not None:
+        scope, limited = guarded
+        operation["security"] = [{BEARER: []}]
+        errors[401] = "Unauthorized: no bearer key, a malformed Authorization header, an unknown or revoked key"
+        if scope is not None:
+            errors[403] = (
+                "Forbidden: the key lacks the service_role scope"
+                if scope == "service_role"
+                else f"Forbidden: the key has neither the {scope} scope nor service_role"
+            )
+        errors[404] = PROJECT_DELETED
+        if limited is not None:
+            errors[429] = (
+                f"Too Many Requests: over this key's limit for the operation ({DEFAULT_LIMITS[limited]} unless "
+                "the operator set another); retry after Retry-After seconds"
+            )
+            for status, response in responses.items():
+                if status.startswith("2"):
+                    response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
+    if method in BODY_METHODS:
+        errors[413] = "Payload Too Large: the body is over the service's size limit"
+        errors[415] = "Unsupported Media Type: a body whose Content-Type is not application/json"
+    for status, description in errors.items():
+        own = responses.get(str(status))
+        responses[str(status)] = {"description": f"{own['description']}; or {description}" if own else description}
+    for status, response in responses.items():
+        if int(status) >= 400:
+            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        if status == "429":
+            response["headers"] = {"Retry-After": {**RETRY_AFTER, "required": True}, **RATE_HEADERS}
+        elif status == "503" and guarded is not None:
+            response["headers"] = {"Retry-After": RETRY_AFTER}
+    operation["responses"] = dict(sorted(responses.items()))
+
+
+def _guard_of(dependant: Dependant) -> tuple[str | None, str | None] | None:
+    for dependency in dependant.dependencies:
+        found = getattr(dependency.call, "guarded", None) or _guard_of(dependency)
+        if found is not None:
+            return found
+    return None
+
+
+def _hoist_defs(operation: dict, schemas: dict) -> None:
+    """A body schema from `model_json_schema()` keeps its models in `$defs`, whose `#/$defs/...` refs would
+    point at the document's root: they move to the document's components."""
+    for media in operation.get("requestBody", {}).get("content", {}).values():
+        for name, schema in media.get("schema", {}).pop("$defs", {}).items():
+            if schemas.setdefault(name, schema) != schema:
+                raise ValueError(f"two different schemas named {name} in the OpenAPI document")
+
+
+def _local_refs_to_components(node):
+    if isinstance(node, dict):
+        return {
+            key: "#/components/schemas/" + value.removeprefix("#/$defs/")
+            if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/")
+            else _local_refs_to_components(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_local_refs_to_components(item) for item in node]
+    return node

@@ -89,7 +89,7 @@ _conversions = compiled(
 def dump_conversions(project_id: str, batch_id: str, received_ms: int, events: list) -> bytes:
     """What dump_records writes for these events' ConversionRecords, without building the models (the
     hottest path of ingest: building them cost as much as validating the batch). `events`: any objects with the
-    record's other fields as attributes (ingest_api.events.validation.ValidEvent); tests/test_records.py holds
+    record's other fields as attributes (ingest_api.events.schemas.ValidEvent); tests/test_records.py holds
     the two equal."""
     return orjson.dumps(_conversions(project_id, batch_id, received_ms, events))
 

@@ -1,4 +1,4 @@
-"""The events' fast path (ingest_api.events.validation._batch_at_once / _event_at_once: msgspec for the shape, then
+"""The events' fast path (ingest_api.events.fast_path.batch_at_once / event_at_once: msgspec for the shape, then
 the cheapest exact checks) accepts only what the checked path accepts, and makes the very same events of it;
 everything else is answered by the checked path, so every message stays as it was. Generated batches, valid and
 not."""
@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
+from ingest_api.events import fast_path
+from ingest_api.events import schemas as event_schemas
 from ingest_api.events import validation as se
 from rewards.domain.limits import MAX_NESTING
 
@@ -113,7 +115,7 @@ def payloads(draw) -> object:
 def answer(validate, payload) -> object:
     try:
         return validate(payload)
-    except se.InvalidEvents as exc:
+    except event_schemas.InvalidEvents as exc:
         return ("invalid", exc.messages)
 
 
@@ -123,7 +125,7 @@ def test_a_batch_is_answered_as_the_checked_path_answers(payload):
     payload = orjson.loads(orjson.dumps(payload))  # as parse_json hands it over
     checked = answer(se._checked_batch, payload)
     assert answer(se.validate_batch, payload) == checked
-    fast = se._batch_at_once(payload)
+    fast = fast_path.batch_at_once(payload)
     assert fast is None or fast == checked
 
 
@@ -133,7 +135,7 @@ def test_a_single_event_is_answered_as_the_checked_path_answers(raw):
     raw = orjson.loads(orjson.dumps(raw))
     checked = answer(se._checked_event, raw)
     assert answer(se.validate_event, raw) == checked
-    fast = se._event_at_once(raw)
+    fast = fast_path.event_at_once(raw)
     assert fast is None or fast == checked
 
 
@@ -155,7 +157,7 @@ def test_the_usual_batch_is_taken_at_once_and_the_same_as_checked():
               metadata={"source": "bench", "campaign": "autumn"})
         for i in range(100)
     ]  # fmt: skip
-    fast = se._batch_at_once({"events": batch})
+    fast = fast_path.batch_at_once({"events": batch})
     assert fast is not None and fast == se._checked_batch({"events": batch})
     assert fast[0].user_identifier == EVM.lower() and fast[0].timestamp_ms == 1795338723123
 
@@ -173,4 +175,4 @@ def test_a_constraint_msgspec_would_not_check_is_refused():
 
     for model in (Coded, Lax):
         with pytest.raises(TypeError):
-            se._struct_of(model)
+            fast_path._struct_of(model)

@@ -18,8 +18,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
+from ingest_api.events.schemas import ValidEvent
 from ingest_api.events.service import accept_events
-from ingest_api.events.validation import ValidEvent
 from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.adapters.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.adapters.production.migrate import create_topic

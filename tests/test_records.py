@@ -2,7 +2,7 @@
 
 from typing import get_args
 
-from ingest_api.events.validation import ValidEvent
+from ingest_api.events.schemas import ValidEvent
 from schemas.records import (
     AffiliateRecord,
     AnyRecord,

@@ -6,14 +6,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
 from ingest_api.events import service, tracking
-from ingest_api.events.validation import (
-    InvalidEvents,
-    is_tracking_event,
-    parse_json,
-    validate_batch,
-    validate_event,
-    validate_tracking_event,
-)
+from ingest_api.events.schemas import InvalidEvents
+from ingest_api.events.tracking_validation import is_tracking_event, validate_tracking_event
+from ingest_api.events.validation import parse_json, validate_batch, validate_event
 from rewards.domain.tracking import names_project
 from rewards.ports import Principal
 from rewards.web.auth import guard

@@ -6,7 +6,7 @@ import uuid
 import orjson
 from prometheus_client import Counter
 
-from ingest_api.events.validation import ValidEvent
+from ingest_api.events.schemas import ValidEvent
 from rewards.domain.errors import DomainError
 from rewards.domain.payouts import Rules, User
 from rewards.domain.timestamps import now_ms

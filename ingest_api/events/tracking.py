@@ -21,7 +21,8 @@ import structlog
 from prometheus_client import Counter
 
 from ingest_api.events import service
-from ingest_api.events.validation import TrackingEvent, ValidEvent
+from ingest_api.events.schemas import ValidEvent
+from ingest_api.events.tracking_validation import TrackingEvent
 from ingest_api.signatures import check_signed
 from rewards.domain import signatures, tracking
 from rewards.domain.errors import DomainError

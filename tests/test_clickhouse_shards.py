@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from query_api.affiliates import service as affiliate_queries
 from query_api.claim_checks import service as check_queries
+from query_api.leaderboards import payout_boards_service
 from query_api.payouts import service as payout_queries
 from rewards.adapters import dedup_archive, migrations
 from rewards.adapters.affiliate_figures import all_time_figures
@@ -390,8 +391,8 @@ async def answers(warehouse, project: str) -> dict:
     for role in ("affiliate", "user"):
         for window_ms in ((None, None), (T0 + 1_800_000, T0 + 3 * 3_600_000 + 60_000)):
             key = f"leaderboard {role} {window_ms}"
-            result[key] = await payout_queries.leaderboard(warehouse, project, role, window_ms, 0, 10, None)
-        result[f"rank of bob {role}"] = await payout_queries.leaderboard(
+            result[key] = await payout_boards_service.leaderboard(warehouse, project, role, window_ms, 0, 10, None)
+        result[f"rank of bob {role}"] = await payout_boards_service.leaderboard(
             warehouse, project, role, (None, None), 0, 10, BOB
         )
     for user in (ALICE, BOB, CAROL):

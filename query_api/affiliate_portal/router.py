@@ -32,7 +32,6 @@ from query_api.affiliate_portal.schemas import (
 )
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.amounts import exact_sum
-from rewards.domain.payout_config import external_id as conversion_external_id
 from rewards.domain.payouts import POINT
 from rewards.ports import Affiliate, Principal
 from rewards.web.auth import guard
@@ -61,20 +60,6 @@ async def _affiliate(request: Request, principal: Principal, identifier: str | N
     return affiliate
 
 
-async def _conversion_names(request: Request, principal: Principal, external_id: int | None, name: str | None):
-    """The conversions the figures count, by name: `conversion_external_id` names the configuration's conversion of
-    that `external_id` (what GET /conversions answers for it); both given, a conversion must be both. None: every
-    one."""
-    if external_id is None and name is None:
-        return None
-    names = {name} if name is not None else None
-    if external_id is not None:
-        conversions = (await backends_of(request).state.get_config(principal.project_id)).conversions
-        numbered = {c.event_name for c in conversions if conversion_external_id(c.event_name) == external_id}
-        names = numbered if names is None else names & numbered
-    return tuple(sorted(names))
-
-
 # -- the endpoints -----------------------------------------------------------------------------------------------
 
 
@@ -98,11 +83,12 @@ async def affiliate_stats(
     end user, and its referred users."""
     days = window(date_from, date_to, this_month)
     affiliate = await _affiliate(request, principal, user_identifier)
-    names = await _conversion_names(request, principal, conversion_external_id, conversion_name)
     backends = backends_of(request)
+    names = await service.conversion_names(
+        backends.state, principal.project_id, conversion_external_id, conversion_name
+    )
     figures = await service.stats(backends.warehouse, service.Scope(principal.project_id, affiliate.user, days, names))
-    codes = (await backends.state.codes_of(principal.project_id, [affiliate.user])).get(affiliate.user, [])
-    tier = (await backends.state.get_config(principal.project_id)).effective_tier(affiliate.tier)
+    codes, tier = await service.codes_and_tier(backends.state, principal.project_id, affiliate)
     tier_json = None if tier is None else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank}
     levels = figures.levels
     multilevel = exact_sum(levels[n].volume for n in (2, 3, 4))
@@ -241,11 +227,13 @@ async def stats_breakdown(
     days = breakdown_window(date_range, date_from, date_to)
     starts = periods(group_by, days)
     affiliate = await _affiliate(request, principal, user_identifier)
-    names = await _conversion_names(request, principal, conversion_external_id, conversion_name)
     backends = backends_of(request)
+    names = await service.conversion_names(
+        backends.state, principal.project_id, conversion_external_id, conversion_name
+    )
     scope = service.Scope(principal.project_id, affiliate.user, days, names)
     found = await service.breakdown(backends.warehouse, scope, group_by, currency_id)
-    label = await _currency_label(request, principal, currency_id)
+    label = await service.currency_label(backends.state, principal.project_id, currency_id)
     results = []
     for start in starts:
         period = found.get(start.isoformat(), service.Period())
@@ -261,18 +249,6 @@ async def stats_breakdown(
             }
         )
     return ExactJSONResponse({"results": results})
-
-
-async def _currency_label(request: Request, principal: Principal, currency_id: str) -> str:
-    """How the portal names a currency: `point`, or a token's name (as the configuration has it)."""
-    if currency_id.lower() == POINT:
-        return POINT
-    config = await backends_of(request).state.get_config(principal.project_id)
-    for conversion in config.conversions:
-        token = conversion.currency
-        if token != POINT and currency_id.lower() in (token.address.lower(), token.name.lower()):
-            return token.name
-    return currency_id
 
 
 @router.get(

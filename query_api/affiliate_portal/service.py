@@ -19,6 +19,7 @@ from decimal import Decimal
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.amounts import exact_sum
 from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
+from rewards.domain.payout_config import Tier, external_id
 from rewards.domain.payouts import POINT, User
 from rewards.ports import Affiliate, StateStore, Warehouse
 from schemas.clickhouse.values import param_chunks
@@ -459,3 +460,38 @@ async def totals(warehouse: Warehouse, project_id: str, matching: Matching) -> T
         level1=LevelFigures(Decimal(row["volume"]), Decimal(row["revenue"]), int(row["attributions"])),
         earnings=earnings_by_currency(earning_rows(row["earnings"])),
     )
+
+
+# -- what the answers take from the project's configuration and codes (the state store) --------------------------
+
+
+async def conversion_names(
+    state: StateStore, project_id: str, external_id_asked: int | None, name: str | None
+) -> tuple[str, ...] | None:
+    """The conversions the figures count, by name: `external_id_asked` names the configuration's conversion of that
+    external id (what GET /conversions answers for it); both given, a conversion must be both. None: every one."""
+    if external_id_asked is None and name is None:
+        return None
+    names = {name} if name is not None else None
+    if external_id_asked is not None:
+        conversions = (await state.get_config(project_id)).conversions
+        numbered = {c.event_name for c in conversions if external_id(c.event_name) == external_id_asked}
+        names = numbered if names is None else names & numbered
+    return tuple(sorted(names))
+
+
+async def codes_and_tier(state: StateStore, project_id: str, affiliate: Affiliate) -> tuple[list[str], Tier | None]:
+    """The affiliate's codes and its tier (or the configuration's default)."""
+    codes = (await state.codes_of(project_id, [affiliate.user])).get(affiliate.user, [])
+    return codes, (await state.get_config(project_id)).effective_tier(affiliate.tier)
+
+
+async def currency_label(state: StateStore, project_id: str, currency_id: str) -> str:
+    """How the portal names a currency: `point`, or a token's name (as the configuration has it)."""
+    if currency_id.lower() == POINT:
+        return POINT
+    for conversion in (await state.get_config(project_id)).conversions:
+        token = conversion.currency
+        if token != POINT and currency_id.lower() in (token.address.lower(), token.name.lower()):
+            return token.name
+    return currency_id

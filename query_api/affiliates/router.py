@@ -7,8 +7,6 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.affiliates import service
-from rewards.domain.affiliates import affiliate_json
-from rewards.domain.codes import is_affiliate_code
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY, format_timestamp
 from rewards.ports import Principal
 from rewards.web.auth import guard
@@ -82,31 +80,18 @@ async def list_affiliates(
     filters = {name: values for name, text in raw_filters.items() if (values := _list(name, text)) is not None}
     days = window(date_range, date_from, date_to, datetime.now(UTC).date())
     backends = backends_of(request)
-    config = await backends.state.get_config(principal.project_id)
-    tier_ids = _list("tiers", tiers)
-    unknown = [t for t in tier_ids or () if config.tier(t) is None]
-    if unknown:
-        raise bad_request(f"tiers must be tier ids of the project configuration (unknown: {', '.join(unknown)})")
-    listing = service.Listing(
+    asked = service.Listing(
         sort_by="r1_volume" if sort_by == "volume" else sort_by,
         descending=sort_order == "desc",
         filters=filters,
-        tiers=tier_ids,
-        default_tier=config.default_tier,
+        tiers=_list("tiers", tiers),
+        default_tier=None,  # the configuration's (service.listing_page)
         search=(query or "").strip() or None,
         days=days,
         offset=(page - 1) * per_page,
         limit=per_page,
     )
-    rows, total = await service.list_affiliates(backends.warehouse, principal.project_id, listing)
-    users = [row.user for row in rows]
-    affiliates = await backends.state.affiliates_among(principal.project_id, users)
-    codes = await backends.state.codes_of(principal.project_id, users)
-    results = [
-        affiliate_json(affiliates[row.user], config, codes.get(row.user, []), row.figures)
-        for row in rows
-        if row.user in affiliates
-    ]
+    results, total = await service.listing_page(backends.state, backends.warehouse, principal.project_id, asked)
     return {
         "results": results,
         "page": page,
@@ -124,16 +109,14 @@ async def list_affiliates(
 @router.get("/codes/{code}/availability")
 async def code_availability(request: Request, code: str, principal: Principal = Depends(guard(None))):
     """`isAffiliateCodeAvailable`: the code (referral or affiliate, any of its names) exists and has uses left."""
-    record = await backends_of(request).state.get_code(principal.project_id, code)
-    return {"available": record is not None and record.available}
+    return {"available": await service.code_available(backends_of(request).state, principal.project_id, code)}
 
 
 @router.get("/codes/{code}")
 async def code_free(request: Request, code: str, principal: Principal = Depends(guard(None))):
     """`isAffiliateCodeFree`: the text may be chosen as an affiliate code: no code of the project has or had it
     (case-insensitively), and it is one (3-32 characters of A-Z a-z 0-9 _ -)."""
-    free = is_affiliate_code(code) and await backends_of(request).state.get_code(principal.project_id, code) is None
-    return {"free": free}
+    return {"free": await service.code_free(backends_of(request).state, principal.project_id, code)}
 
 
 @router.get(
@@ -155,8 +138,7 @@ async def affiliate_info(
     )
     if info is None:
         raise not_found("Affiliate not found")
-    config = await backends.state.get_config(principal.project_id)
-    tier = config.effective_tier(info.affiliate.tier)
+    tier = info.tier
     affiliate = info.affiliate
     return ExactJSONResponse(
         {

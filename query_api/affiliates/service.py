@@ -8,10 +8,13 @@ figures are summed over its days for the page's affiliates only, from `affiliate
 affiliate of the window from `affiliate_stats_daily` (ordered by day).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
-from rewards.domain.affiliates import LEVELS, Figures, figures_from_row
+from rewards.domain.affiliates import LEVELS, Figures, affiliate_json, figures_from_row
+from rewards.domain.codes import is_affiliate_code
+from rewards.domain.errors import DomainError, ErrorKind
+from rewards.domain.payout_config import Tier
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, code_figures_json
 from rewards.ports import Affiliate, CodeFigures, CodeTrafficFigures, StateStore, Warehouse
@@ -176,11 +179,48 @@ class AffiliateInfo:
     affiliate: Affiliate
     codes: list[CodeRecord]  # oldest first
     figures: dict[str, dict]  # each code's figures as its answer shows them (code_figures_json), by code
+    tier: Tier | None  # its tier, or the configuration's default
 
     @property
     def updated_at_ms(self) -> int:
         """The latest of the registration and its codes' creations, renames and rebate rate changes."""
         return max([self.affiliate.created_at_ms, *(c.updated_at_ms or c.created_at_ms for c in self.codes)])
+
+
+class UnknownTiers(DomainError):
+    kind = ErrorKind.INVALID
+
+
+async def listing_page(
+    state: StateStore, warehouse: Warehouse, project_id: str, listing: Listing
+) -> tuple[list[dict], int]:
+    """A page of the listing as GET /affiliates answers it (affiliate_json), and how many affiliates match: the
+    figures from the warehouse, the affiliates and their codes from the state store."""
+    config = await state.get_config(project_id)
+    unknown = [t for t in listing.tiers or () if config.tier(t) is None]
+    if unknown:
+        raise UnknownTiers(f"tiers must be tier ids of the project configuration (unknown: {', '.join(unknown)})")
+    rows, total = await list_affiliates(warehouse, project_id, replace(listing, default_tier=config.default_tier))
+    users = [row.user for row in rows]
+    affiliates = await state.affiliates_among(project_id, users)
+    codes = await state.codes_of(project_id, users)
+    results = [
+        affiliate_json(affiliates[row.user], config, codes.get(row.user, []), row.figures)
+        for row in rows
+        if row.user in affiliates
+    ]
+    return results, total
+
+
+async def code_available(state: StateStore, project_id: str, code: str) -> bool:
+    """`isAffiliateCodeAvailable`: the code (referral or affiliate, any of its names) exists and has uses left."""
+    record = await state.get_code(project_id, code)
+    return record is not None and record.available
+
+
+async def code_free(state: StateStore, project_id: str, code: str) -> bool:
+    """`isAffiliateCodeFree`: `code` may be chosen as an affiliate code and no code of the project has or had it."""
+    return is_affiliate_code(code) and await state.get_code(project_id, code) is None
 
 
 async def affiliate_info(
@@ -201,4 +241,5 @@ async def affiliate_info(
         names = [name for record in codes for name in record.all_names]
         clicks = {name: found.clicks for name, found in (await traffic.of_codes(project_id, names)).items()}
     stats = {} if code_figures is None or not codes else await code_figures.of_codes(project_id, codes)
-    return AffiliateInfo(affiliate, codes, {c.code: code_figures_json(c, clicks, stats) for c in codes})
+    tier = (await state.get_config(project_id)).effective_tier(affiliate.tier)
+    return AffiliateInfo(affiliate, codes, {c.code: code_figures_json(c, clicks, stats) for c in codes}, tier)

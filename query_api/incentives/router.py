@@ -25,9 +25,10 @@ async def terms_by_tier(
     """The terms of each conversion rule per tier: the default bucket (`tier_id` null: affiliates without a tier of
     their own, at the rates of the configuration's `default_tier`) then every tier by rank, or those of `tier_ids`."""
     wanted = None if tier_ids is None else [i.strip() for i in tier_ids.split(",") if i.strip()] or None
-    config = await backends_of(request).state.get_config(principal.project_id)
     try:
-        return ExactJSONResponse(service.terms_by_tier(config, wanted))
+        return ExactJSONResponse(
+            await service.project_terms_by_tier(backends_of(request).state, principal.project_id, wanted)
+        )
     except service.UnknownTiers as exc:
         raise bad_request(str(exc)) from exc
 
@@ -36,4 +37,4 @@ async def terms_by_tier(
 async def conversions(request: Request, principal: Principal = Depends(guard(None))):
     """The conversion rules of the configuration in the client's `Conversion` shape (the query the client may send,
     `user_identifier` and `identifier_type`, is ignored, as its docs say)."""
-    return ExactJSONResponse(service.conversions(await backends_of(request).state.get_config(principal.project_id)))
+    return ExactJSONResponse(await service.project_conversions(backends_of(request).state, principal.project_id))

@@ -15,6 +15,7 @@ from decimal import Decimal
 from rewards.domain.amounts import format_amount, multiply
 from rewards.domain.payout_config import Conversion, PayoutConfig, Tier, TokenCurrency, external_id
 from rewards.domain.referrals import json_number
+from rewards.ports import StateStore
 
 HUNDRED = Decimal(100)
 NO_TERM = {"amount": None, "currency": None, "unit": "none"}
@@ -193,3 +194,13 @@ def conversions(config: PayoutConfig) -> list[dict]:
         }
         for rule in config.conversions
     ]
+
+
+async def project_terms_by_tier(state: StateStore, project_id: str, wanted: list[str] | None) -> dict:
+    """terms_by_tier of the project's configuration."""
+    return terms_by_tier(await state.get_config(project_id), wanted)
+
+
+async def project_conversions(state: StateStore, project_id: str) -> list[dict]:
+    """conversions of the project's configuration."""
+    return conversions(await state.get_config(project_id))

@@ -39,9 +39,9 @@ from rewards.web.ratelimit import DEFAULT_LIMITS
 from tests.harness import Admin, Server
 
 SEED = 20261122
-# Per operation (plus schemathesis's boundary cases): with 51 operations, the whole module takes ~2 min on 2 cores
+# Per operation (plus schemathesis's boundary cases): with 51 operations, the whole module takes ~1.5 min on 2 cores
 # (250 examples took 3.5 min: make test must stay well under CI's 15).
-MAX_EXAMPLES = 150
+MAX_EXAMPLES = 100
 UNLIMITED = {operation: "10000000/minute" for operation in DEFAULT_LIMITS}
 
 

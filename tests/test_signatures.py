@@ -69,6 +69,11 @@ def test_types_without_a_scheme_never_verify():
 PROJECT = "0b5e6f1c-6c1e-4d3a-9d3e-3b7c2f6a9e01"
 
 
+def another_project(project_id: str) -> str:
+    """An id that differs from `project_id` (its first character changed, whatever it is)."""
+    return ("1" if project_id[0] != "1" else "2") + project_id[1:]
+
+
 def test_require_signed_wants_the_signature_over_exactly_its_message():
     expected = signatures.using_code_message(PROJECT, "abc123")
     message = expected.text.upper().replace("PROJECT:", "Project:")  # codes and ids compare case-insensitively
@@ -84,7 +89,7 @@ def test_require_signed_wants_the_signature_over_exactly_its_message():
     [
         signatures.using_code_message(PROJECT, "abc123_LONG"),  # a longer code holding this one
         signatures.using_code_message(PROJECT, "bc12"),  # a code inside this one
-        signatures.using_code_message("1" + PROJECT[1:], "abc123"),  # another project
+        signatures.using_code_message(another_project(PROJECT), "abc123"),
         signatures.creating_code_message(PROJECT, "abc123"),  # another operation naming the same code
         signatures.removing_referral_message(PROJECT, User("0x" + "b" * 40, EVM), "abc123"),
     ],
@@ -251,7 +256,7 @@ def test_affiliate_code_writes_sign_their_messages(api):
     for other in (
         signatures.rebate_rate_message(project, "alice2", "0.1"),  # another rate
         signatures.rebate_rate_message(project, "alice", "0.2"),  # another code
-        signatures.rebate_rate_message("1" + project[1:], "alice2", "0.2"),  # another project
+        signatures.rebate_rate_message(another_project(project), "alice2", "0.2"),
     ):
         assert error_of(rebate(0.2, signed(ALICE, other)), 400) == "Invalid signature"
     changed = rebate(0.2, signed(ALICE, signatures.rebate_rate_message(project, "alice2", "0.2")))

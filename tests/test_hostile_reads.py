@@ -4,6 +4,9 @@ parameter (quotes, backslashes, NULs, `%`, `_`, non-ASCII and long texts find no
 nothing), and every bound, window, number or enum value out of range is a 400 in the contract's error body, never a
 500. One project for the module, with one affiliate, one referral and one conversion whose name is hostile text."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 
 from tests.harness import Admin, Api
@@ -35,8 +38,10 @@ def typed(identifier: str) -> dict:
     return {"user_identifier": identifier, "user_identifier_type": EVM}
 
 
-@pytest.fixture(scope="module")
-def api(server):
+@contextmanager
+def referred_purchase(server) -> Iterator[Api]:
+    """A project of its own where Bob, referred by Alice (an affiliate), bought for 5 under the hostile conversion
+    name, processed: every read has a figure to find, lose or keep."""
     admin = Admin(server)
     project_id = admin.project()
     with Api(server, admin.key(project_id, "service_role"), project_id) as api:
@@ -49,6 +54,12 @@ def api(server):
                  "args": {"value": {"amount": "5", "currency": {"name": "USD"}}}}  # fmt: skip
         assert api.post("/events/batch", json={"events": [event]}).status_code == 200
         api.wait_processed("hostile-1")
+        yield api
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    with referred_purchase(server) as api:
         yield api
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import evm
 from tests.test_auth import error_of
+from tests.test_hostile_reads import ALICE, BOB
 
 WRONG_TYPES = [True, [], {"a": 1}]  # a boolean, an array, an object (false, [1], {} are refused alike)
 EVM = "evm_address"
@@ -76,7 +77,7 @@ def test_a_boolean_claim_time_records_nothing(surface):
 
 # -- the time bounds of every read: one rule (rewards.domain.timestamps, "the time bounds of a read") -----------------
 
-ALICE, BOB = f"0x{0xA11CE:040x}", f"0x{0xB0B:040x}"
+
 YEAR_10000_MS = "253402300800000"
 FAR_FUTURE = [YEAR_10000_MS, "9" * 20, "9999-12-31", "9999-12-31T23:59:59Z"]
 FAR_PAST = ["0", "0001-01-01", "1000-01-01T00:00:00Z"]
@@ -101,26 +102,10 @@ READS = [
 
 @pytest.fixture(scope="module")
 def paid(server):
-    """One project where Bob, referred by Alice, bought for 5: every read above has a figure to lose or keep."""
-    from tests.harness import Admin, Api
-    from tests.test_hostile_reads import CONFIG, HOSTILE
+    """Bob, referred by Alice, bought for 5 (tests.test_hostile_reads): every read above has a figure to keep."""
+    from tests.test_hostile_reads import referred_purchase
 
-    admin = Admin(server)
-    project_id = admin.project()
-    with Api(server, admin.key(project_id, "service_role"), project_id) as api:
-        assert api.put("/projects/config", json=CONFIG).status_code == 200
-        assert api.post("/affiliates", json={"user_identifier": ALICE, "user_identifier_type": EVM}).status_code == 201
-        code = api.post("/referral_codes", json={"user_identifier": ALICE, "user_identifier_type": EVM}).json()[0]
-        user = {"user_identifier": BOB, "user_identifier_type": EVM}
-        assert api.patch(f"/referral_codes/{code['code']}/use", json=user).status_code == 200
-        event = {
-            **user,
-            "name": HOSTILE,
-            "dedup_id": "b-1",
-            "args": {"value": {"amount": "5", "currency": {"name": "USD"}}},
-        }
-        assert api.post("/events/batch", json={"events": [event]}).status_code == 200
-        api.wait_processed("b-1")
+    with referred_purchase(server) as api:
         yield api
 
 

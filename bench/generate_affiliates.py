@@ -29,10 +29,10 @@ import typer
 from tqdm import tqdm
 
 from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
-from rewards.app.wiring import open_embedded_state, state_path
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.ports import Affiliate, StateStore, Warehouse
+from runtime.wiring import open_embedded_state, state_path
 
 CONFIG = {
     "default_tier": "base",

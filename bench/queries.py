@@ -178,7 +178,7 @@ def _timed_gets(client: httpx.Client, path: str, params: list[dict], runs: int) 
 
 def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
     from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
-    from rewards.app.wiring import open_embedded_state
+    from runtime.wiring import open_embedded_state
 
     data_dir = context.data_root / "queries" / "embedded"
 

@@ -1,3 +1,3 @@
-from rewards.app.cli import app
+from rewards.cli import main
 
-app()
+main()

@@ -161,7 +161,7 @@ def build_app(
     opener: Callable[[], Awaitable[Resources]],
     datadir: str | None = None,
 ) -> faust.App:
-    """`opener`: what opens the workers' resources (rewards.app.wiring.open_worker_resources), retried until it
+    """`opener`: what opens the workers' resources (runtime.wiring.open_worker_resources), retried until it
     succeeds."""
     conf = faust_settings(settings.kafka_bootstrap_servers, options)
     app = WorkersApp(settings.worker_group_id, **conf, **({"datadir": datadir} if datadir else {}))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from rewards.app.wiring import open_embedded_state
 from rewards.web.routing import service_for
+from runtime.wiring import open_embedded_state
 
 
 def free_port() -> int:

@@ -430,9 +430,9 @@ def code_routes_fixed_segments(paths) -> set[str]:
 
 
 def test_reserved_codes_are_every_fixed_segment_beside_a_code():
-    from rewards.app.serve import embedded_app
     from rewards.domain.codes import RESERVED_CODES
     from rewards.settings import Settings
+    from runtime.serve import embedded_app
 
     paths = [path.removeprefix("/api/v1") for path in embedded_app(Settings()).openapi()["paths"]]
     assert code_routes_fixed_segments(paths) == RESERVED_CODES == {"STATUS"}

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
-from rewards.app.wiring import open_embedded
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.backpressure import Backpressure
+from runtime.wiring import open_embedded
 from stream_workers.app import running_worker
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api

@@ -28,12 +28,12 @@ from rewards.adapters import dedup_archive, migrations
 from rewards.adapters.affiliate_figures import all_time_figures
 from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
-from rewards.app.cli import app
-from rewards.app.wiring import open_embedded_state
+from rewards.cli import app
 from rewards.devengines.clickhouse import connect
 from rewards.domain import claim_checks
 from rewards.domain.payouts import User
 from rewards.ports import Delivery
+from runtime.wiring import open_embedded_state
 from schemas import clickhouse as schema
 from schemas.clickhouse.layout import LOCAL, Layout, LayoutError, Placed
 from schemas.records import decode_message

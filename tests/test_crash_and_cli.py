@@ -107,7 +107,7 @@ def test_help_names_what_each_option_takes_not_its_python_type(command):
     """(typer still shows an argument's type: `API_KEY <str>`.)"""
     from typer.testing import CliRunner
 
-    from rewards.app.cli import app
+    from rewards.cli import app
 
     result = CliRunner().invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output

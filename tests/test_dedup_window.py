@@ -259,7 +259,7 @@ def test_the_cli_bounds_them_with_a_progress_bar(redis_url):  # noqa: F811
     import redis
     from typer.testing import CliRunner
 
-    from rewards.app.cli import app
+    from rewards.cli import app
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     keys = [ProjectKeys("cli-legacy").dedup(d) for d in ("a", "b")]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rewards.app.cli import app
+from rewards.cli import app
 from rewards.web import routing
 from rewards.web.routing import QUERY_ROUTES, service_for
 

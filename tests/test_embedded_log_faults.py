@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from rewards.app.wiring import state_path
+from runtime.wiring import state_path
 from tests.conftest import SERVICE, event, evm
 from tests.harness import Admin, Api
 from tests.test_production_faults import CONFIG, Publishing, summary

@@ -23,8 +23,8 @@ from ingest_api.events.service import accept_events
 from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.adapters.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.adapters.production.migrate import create_topic
-from rewards.app.wiring import open_embedded_state
 from rewards.devengines import start_clickhouse, start_kafka
+from runtime.wiring import open_embedded_state
 from schemas.records import dump_records, load_records
 from schemas.topics import EVENTS_TOPIC, partition_key
 from tests.kafka_helpers import (

@@ -30,11 +30,11 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from rewards.app.serve import embedded_app
 from rewards.domain.codes import RESERVED_CODES
 from rewards.domain.timestamps import BOUND_ERROR, InvalidTimestamp, bound_ms
 from rewards.settings import Settings
 from rewards.web.ratelimit import DEFAULT_LIMITS
+from runtime.serve import embedded_app
 from tests.harness import Admin, Server
 
 SEED = 20261122

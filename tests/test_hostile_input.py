@@ -372,7 +372,7 @@ async def _publish_raw(server, project_id: str, payload: bytes) -> None:
     if server.shape == "embedded":
         from rewards.adapters.embedded.sqlite_db import SqliteDatabase
         from rewards.adapters.embedded.sqlite_outbox import SqliteOutbox
-        from rewards.app.wiring import state_path
+        from runtime.wiring import state_path
 
         db = SqliteDatabase(state_path(server.data_dir))
         try:

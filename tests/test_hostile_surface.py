@@ -115,8 +115,8 @@ def _without_clock(body):
 
 
 def test_the_reads_above_are_every_read_with_time_bounds():
-    from rewards.app.serve import embedded_app
     from rewards.settings import Settings
+    from runtime.serve import embedded_app
 
     bounded = set()
     for path, operations in embedded_app(Settings()).openapi()["paths"].items():

@@ -7,7 +7,11 @@
     rewards/adapters    the engines: ports, domain, settings, logging, schemas
     rewards/web         HTTP plumbing shared by the two APIs: ports, domain, settings, logging, schemas
     ingest_api, query_api, stream_workers: web (the APIs), ports, domain, settings, logging, schemas; never each other
-    rewards/app         the composition root (wiring, serve, the production apps, the CLI): anything
+    runtime/            the composition root (wiring, serve, the production apps, the commands): anything
+
+The shared library (rewards/) imports no service package nor the composition root: its command line
+(rewards/cli.py) gets its commands through entry points, and rewards/devengines (local engines for tests and
+benchmarks) only the settings.
 
 One exception, named here: the workers read the `dedup_ids` table they write through rewards.adapters.dedup_archive.
 Imports inside functions count too."""
@@ -18,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("schemas", "rewards", "ingest_api", "query_api", "stream_workers")
+OURS = ("schemas", "rewards", "ingest_api", "query_api", "stream_workers", "runtime")
 BASE = {"rewards.domain", "rewards.ports", "rewards.settings", "rewards.logging", "schemas"}
 ALLOWED = {
     "schemas": set(),
@@ -31,7 +35,12 @@ ALLOWED = {
     "ingest_api": BASE | {"rewards.web"},
     "query_api": BASE | {"rewards.web"},
     "stream_workers": BASE | {"rewards.adapters.dedup_archive"},
+    "rewards.cli": set(),
+    "rewards.__main__": {"rewards.cli"},
+    "rewards.devengines": {"rewards.settings", "rewards.logging"},
+    "runtime": {"schemas", "rewards", "ingest_api", "query_api", "stream_workers"},
 }
+SERVICES = ("ingest_api", "query_api", "stream_workers", "runtime")
 
 
 def layer(module: str) -> str:
@@ -78,8 +87,18 @@ def test_imports_go_down_the_layers(module, path):
     assert not wrong, f"{module} ({own}) imports {wrong}; it may import {sorted(ALLOWED[own])}"
 
 
+def test_the_shared_library_imports_no_service():
+    """Nothing under rewards/ imports a service package or the composition root, whatever its layer."""
+    wrong = {
+        module: sorted(t for t in targets if t.split(".")[0] in SERVICES)
+        for module, targets in IMPORTS.items()
+        if module.startswith("rewards.")
+    }
+    assert not {module: targets for module, targets in wrong.items() if targets}
+
+
 def test_every_package_of_rewards_is_placed():
-    """A new module under rewards/ must be put in a layer (ALLOWED) or in the composition root (rewards/app)."""
-    placed = set(ALLOWED) | {"rewards.app", "rewards.devengines", "rewards.__init__", "rewards.__main__"}
+    """A new module under rewards/ must be put in a layer (ALLOWED); the composition root is runtime/, not here."""
+    placed = set(ALLOWED) | {"rewards.__init__"}
     found = {layer(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in (ROOT / "rewards").rglob("*.py")}
     assert found <= placed, f"not in any layer: {sorted(found - placed)}"

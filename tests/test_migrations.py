@@ -19,14 +19,14 @@ from typer.testing import CliRunner
 from rewards.adapters import dedup_archive, migrations
 from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
-from rewards.app.cli import app
-from rewards.app.wiring import open_embedded, open_embedded_state
+from rewards.cli import app
 from rewards.devengines import clickhouse
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Affiliate, Delivery
 from rewards.settings import Settings
+from runtime.wiring import open_embedded, open_embedded_state
 from schemas import clickhouse as schema
 from schemas.records import ConversionRecord, decode_message
 from stream_workers.processor import process_delivery
@@ -577,7 +577,7 @@ async def test_a_warehouse_newer_than_the_code_is_refused(warehouse, tmp_path):
 
 
 async def test_the_embedded_server_migrates_at_start_up(tmp_path):
-    """`rewards serve` opens its backends with rewards.app.wiring.open_embedded: the same runner, on chdb."""
+    """`rewards serve` opens its backends with runtime.wiring.open_embedded: the same runner, on chdb."""
     warehouse = ChdbWarehouse(tmp_path / "warehouse")
     await run_legacy_ddl(warehouse, up_to=2)
     await warehouse.close()

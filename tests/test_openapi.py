@@ -11,10 +11,10 @@ from openapi_spec_validator import validate
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
-from rewards.app.production import production_app
-from rewards.app.serve import embedded_app
 from rewards.settings import Settings
 from rewards.web.errors import ErrorBody, error_body
+from runtime.production import production_app
+from runtime.serve import embedded_app
 
 EMBEDDED = embedded_app(Settings()).openapi()
 WRITES = {

@@ -6,12 +6,12 @@ import uuid
 import pytest
 
 from rewards.adapters.production.redis_keys import ProjectKeys
-from rewards.app.wiring import open_embedded
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery
 from rewards.settings import Settings
+from runtime.wiring import open_embedded
 from schemas.records import CodeUseRecord, ConversionRecord
 from stream_workers.processor import process_delivery
 from tests.contract.support import redis_url  # noqa: F401 (a fixture)

@@ -26,11 +26,11 @@ from rewards.adapters.production.outbox_relay import OutboxRelay
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_scripts import Scripts
 from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
-from rewards.app.wiring import open_embedded
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.referrals import CodeInUse
 from rewards.ports import Delivery, LogUnavailable
 from rewards.settings import Settings
+from runtime.wiring import open_embedded
 from schemas.records import load_records
 from stream_workers.processor import process_delivery
 from tests.contract.support import create_codes, redis_url, user  # noqa: F401 (redis_url: a fixture)

@@ -1,4 +1,4 @@
-"""The adapters an HTTP process runs with, chosen once at start-up (rewards.app.wiring) and shared by every request."""
+"""The adapters an HTTP process runs with, chosen once at start-up (runtime.wiring) and shared by every request."""
 
 from dataclasses import dataclass
 

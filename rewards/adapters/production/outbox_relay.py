@@ -5,7 +5,7 @@ Every change the warehouse must learn of (codes, code uses, affiliates, claim ch
 script, an entry of its project's outbox: the message its request then publishes, and deletes once published
 (rewards.adapters.production.redis_state). An entry still there once due (OUTBOX_DUE_S after its write, or at once after
 a publish that may have gone through) is this relay's: its request died, or failed after the log may have taken
-it. Each ingest-api process of the production shape runs one relay (rewards.app.production), every INTERVAL_S:
+it. Each ingest-api process of the production shape runs one relay (runtime.production), every INTERVAL_S:
 
 - it reads the index of projects (`rw:outbox_projects`, touched by every change before its script runs);
 - per project, one script leases up to BATCH due entries (each due again LEASE_S later: a relay that dies

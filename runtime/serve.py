@@ -10,11 +10,11 @@ from fastapi import FastAPI
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
-from rewards.app.wiring import open_embedded
 from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.protocol import ContractHttpProtocol
+from runtime.wiring import open_embedded
 from stream_workers.app import running_worker
 
 log = structlog.get_logger(__name__)

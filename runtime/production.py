@@ -13,10 +13,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rewards.adapters.production.outbox_relay import OutboxRelay
-from rewards.app.wiring import open_production
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.handlers import unavailable_answer
+from runtime.wiring import open_production
 
 log = structlog.get_logger(__name__)
 

@@ -1,0 +1,17 @@
+"""The `rewards` command line's commands, added to it through the `rewards.commands` entry point (pyproject.toml).
+
+A module per group of commands: serving (serve, ingest-api, query-api, workers), migrations (migrate,
+bound-redis-keys), projects (project …), keys (key …). Each command imports what it runs inside its body, so that
+`rewards --help` stays quick. Output on stdout is JSON; errors go to stderr with a non-zero exit (common.py).
+"""
+
+import typer
+
+from runtime.commands import keys, migrations, projects, serving
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(serving.app)
+    app.add_typer(migrations.app)
+    app.add_typer(projects.project_app, name="project")
+    app.add_typer(keys.key_app, name="key")

@@ -1,0 +1,112 @@
+"""`rewards project …`: projects, their payout configuration and claim signer."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from runtime.commands.common import DEFAULT_DATA_DIR, DataDir, emit, fail, with_state
+
+project_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Projects and their payout configuration.")
+
+
+@project_app.command("create")
+def project_create(
+    name: Annotated[str, typer.Option("--name", metavar="NAME")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
+    """Create a project; prints its id."""
+    project_id = with_state(data_dir, lambda state: state.create_project(name), create=True)
+    emit({"project_id": project_id})
+
+
+@project_app.command("delete")
+def project_delete(
+    project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
+    """Delete a project: its keys answer 404 from now on."""
+    if not with_state(data_dir, lambda state: state.delete_project(project_id)):
+        fail(f"project {project_id} not found")
+    emit({"project_id": project_id, "deleted": True})
+
+
+@project_app.command("config")
+def project_config(
+    project: Annotated[str, typer.Option("--project", metavar="ID")],
+    file: Annotated[
+        Path, typer.Option("--file", metavar="FILE", exists=True, dir_okay=False, help="JSON or YAML document")
+    ],
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Load the payout configuration (API.md §6) from a JSON or YAML file."""
+    from ingest_api.projects.service import config_json, parse_config
+    from rewards.domain.payout_config import InvalidConfig
+    from rewards.web.errors import validation_messages
+
+    try:
+        document = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        fail(f"{file} is not valid JSON or YAML: {exc}")
+    try:
+        config = parse_config(document)
+    except InvalidConfig as exc:
+        fail("; ".join(validation_messages(exc.errors)))
+
+    async def put(state):
+        if not await state.project_exists(project):
+            return False
+        await state.put_config(project, config)
+        return True
+
+    if not with_state(data_dir, put):
+        fail(f"project {project} not found")
+    emit({"project_id": project, "config": config_json(config)})
+
+
+@project_app.command("claim-signer")
+def project_claim_signer(
+    project: Annotated[str, typer.Option("--project", metavar="ID")],
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="The private key: 64 hex digits (0x optional)",
+        ),
+    ] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the project's claim signer")] = False,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Set the key that signs the project's claim checks (API.md §7), read from a file so that it stays out of the
+    shell's history and the process list; encrypted at rest when REWARDS_SECRETS_KEY is set. Prints its address only."""
+    from ingest_api.projects.service import put_claim_signer
+    from rewards.domain.claim_signing import InvalidSignerKey, parse_signer_key
+    from rewards.domain.sealing import SecretUnreadable
+    from rewards.settings import Settings
+
+    if (key_file is None) == (not remove):
+        fail("pass either --key-file FILE or --remove")
+    signer = None
+    if key_file is not None:
+        try:
+            signer = parse_signer_key(key_file.read_text())
+        except (InvalidSignerKey, UnicodeDecodeError):
+            fail(f"{key_file}: the key must be a secp256k1 private key: 64 hex digits, 0x optional")
+    secrets_keys = Settings().secrets_keys
+
+    async def put(state):
+        if not await state.project_exists(project):
+            return False
+        await put_claim_signer(state, project, signer, secrets_keys)
+        return True
+
+    try:
+        found = with_state(data_dir, put)
+    except SecretUnreadable as exc:
+        fail(str(exc))
+    if not found:
+        fail(f"project {project} not found")
+    address = None if signer is None else signer.address
+    emit({"project_id": project, "claim_signer_address": address, "encrypted": bool(secrets_keys and signer)})

@@ -1,15 +1,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# Two installs: `make run` needs the service's own dependencies only; the tests, benchmarks and linters add theirs.
+STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run test test-cluster lint install clean bench
 
 $(STAMP): pyproject.toml
-	@echo "Installing into $(VENV) (the first time: about 90 s)"
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install --progress-bar on -e '.[dev]'
-	touch $(STAMP)
+	@echo "Installing the service into $(VENV) (the first time: about a minute)..."
+	@python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install -q --disable-pip-version-check -e .
+	@touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	@echo "Installing the tests' and benchmarks' dependencies..."
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(DEV_STAMP)
 
 # tests/test_docs_page.py drives Debian's Chromium (playwright's own browser download cannot work here). Installed
 # when apt-get can (root); otherwise that test skips, and fails under CI=true.
@@ -22,7 +29,7 @@ $(CHROMIUM):
 		|| echo "chromium: could not be installed"; \
 	else echo "chromium: not installed (apt-get install chromium), the browser test needs it"; fi
 
-install: $(STAMP)
+install: $(DEV_STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/rewards serve
@@ -34,21 +41,21 @@ run: $(STAMP)
 # on two shards, which would take make test past 13 of CI's 15 minutes.
 QUICK_CLUSTER_TESTS := tests/contract tests/test_key_cache.py tests/test_redis_cluster.py \
 	tests/test_clickhouse_shards.py
-test: $(STAMP) $(CHROMIUM)
+test: $(DEV_STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -m cluster $(QUICK_CLUSTER_TESTS)
 
-test-cluster: $(STAMP)
+test-cluster: $(DEV_STAMP)
 	$(PY) -m pytest -q -m cluster
 
 # Benchmarks (not part of `make test`): every suite, both shapes, one table (README.md, "Benchmarks").
 # Generated data is kept in .bench-data between runs; BENCH_ARGS="--quick" for a short trial.
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 

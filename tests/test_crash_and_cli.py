@@ -74,6 +74,16 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
     assert rewards("project", "delete", project, data_dir=data).returncode != 0
 
 
+def test_a_malformed_json_config_is_reported_in_json_terms(tmp_path):
+    config_file = tmp_path / "config.json"
+    config_file.write_text('{"default_tier": null,, "tiers": []}')
+    result = rewards("project", "config", "--project", "p", "--file", str(config_file), data_dir=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    error = json.loads(result.stderr)["error"]
+    assert error.startswith(f"{config_file} is not valid JSON: ") and "line 1, column 23" in error, error
+    assert "YAML" not in error and "scanner" not in error
+
+
 @pytest.mark.parametrize("args", [["--help"], ["project", "--help"], ["key", "--help"]])
 def test_cli_help(args, tmp_path):
     result = subprocess.run([sys.executable, "-m", "rewards", *args], capture_output=True, text=True, timeout=60)

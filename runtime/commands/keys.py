@@ -14,7 +14,13 @@ key_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="API key
 def key_create(
     project: Annotated[str, typer.Option("--project", metavar="ID")],
     scope: Annotated[
-        list[str] | None, typer.Option("--scope", metavar="SCOPE", help=f"One of {', '.join(SCOPES)}; repeatable.")
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            metavar="SCOPE",
+            help=f"One of {', '.join(SCOPES)}; repeatable. None: a standard key (what needs no scope, API.md §0);"
+            " service_role is accepted wherever a scope is needed.",
+        ),
     ] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
@@ -39,7 +45,7 @@ def key_create(
 def key_revoke(
     api_key: Annotated[str, typer.Argument(metavar="API_KEY")], data_dir: DataDir = DEFAULT_DATA_DIR
 ) -> None:
-    """Revoke an API key: it answers 401 from now on."""
+    """Revoke an API key: requests with it answer 401 from now on (the project stays)."""
     if not with_state(data_dir, lambda state: state.revoke_key(api_key)):
         fail("unknown or already revoked key")
     emit({"revoked": True})

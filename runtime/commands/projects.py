@@ -1,5 +1,6 @@
 """`rewards project …`: projects, their payout configuration and claim signer."""
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,7 @@ def project_create(
 def project_delete(
     project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR
 ) -> None:
-    """Delete a project: its keys answer 404 from now on."""
+    """Delete a project: requests with its keys answer 404 "Project not found" from now on (API.md §0)."""
     if not with_state(data_dir, lambda state: state.delete_project(project_id)):
         fail(f"project {project_id} not found")
     emit({"project_id": project_id, "deleted": True})
@@ -43,10 +44,7 @@ def project_config(
     from rewards.domain.payout_config import InvalidConfig
     from rewards.web.errors import validation_messages
 
-    try:
-        document = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
-    except yaml.YAMLError as exc:
-        fail(f"{file} is not valid JSON or YAML: {exc}")
+    document = _read_document(file)
     try:
         config = parse_config(document)
     except InvalidConfig as exc:
@@ -61,6 +59,20 @@ def project_config(
     if not with_state(data_dir, put):
         fail(f"project {project} not found")
     emit({"project_id": project, "config": config_json(config)})
+
+
+def _read_document(file: Path) -> object:
+    """A .json file is read as JSON (its errors in JSON's words); anything else as YAML, which JSON is a subset of."""
+    text = file.read_text()
+    if file.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            fail(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        fail(f"{file} is not valid YAML (nor JSON): {exc}")
 
 
 @project_app.command("claim-signer")

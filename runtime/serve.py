@@ -2,6 +2,9 @@
 
 import contextlib
 import fcntl
+import os
+import socket
+import sys
 from pathlib import Path
 
 import structlog
@@ -55,15 +58,30 @@ def lock_data_dir(data_dir: Path):
     return lock
 
 
+class PortInUse(RuntimeError):
+    pass
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything starts: uvicorn binds only after the app's start-up, so a busy port
+    would otherwise be found once every migration has run and "serving" was logged."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise PortInUse(f"cannot listen on {host}:{port}: {reason}") from None
+
+
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
     lock = lock_data_dir(settings.data_dir)  # noqa: F841  # kept until the process exits
-    uvicorn.run(
-        embedded_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=10,
+    sock = listening_socket(settings.host, settings.port)
+    config = uvicorn.Config(
+        embedded_app(settings), log_config=None, access_log=False, timeout_graceful_shutdown=10,
         http=ContractHttpProtocol,
-    )
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        sys.exit(3)  # as uvicorn.run: the app's start-up failed

@@ -2,6 +2,7 @@
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 
@@ -105,6 +106,18 @@ def test_a_second_server_on_the_same_data_dir_says_so_in_one_line(embedded_serve
     assert result.stderr.splitlines() == [
         json.dumps({"error": f"another `rewards serve` is running on {embedded_server.data_dir.resolve()}"})
     ]
+
+
+def test_serve_on_a_busy_port_says_so_before_anything_starts(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        command = [sys.executable, "-m", "rewards", "serve", "--port", str(port), "--data-dir", str(tmp_path)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        json.dumps({"error": f"cannot listen on 127.0.0.1:{port}: Address already in use"})
+    ]
+    assert not (tmp_path / "warehouse").exists() and not (tmp_path / "state.sqlite3").exists()  # nothing opened
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,7 @@ SELECT project_id, currency, kind, amount, toUInt64(1) AS payouts FROM payouts;
 -- The backfill: emptied first, so that a retry after a failure starts it over; not deduplicated, so that a
 -- retry's identical block is written.
 TRUNCATE TABLE payout_totals_by_kind;
-INSERT INTO payout_totals_by_kind SETTINGS insert_deduplicate = 0
-SELECT project_id, currency, kind, amount, toUInt64(1) AS payouts FROM payouts;
+-- backfill: payout_totals_by_kind_mv
 
 -- down
 DROP VIEW IF EXISTS payout_totals_by_kind_mv;
@@ -69,6 +68,23 @@ ALTER TABLE conversions ADD COLUMN IF NOT EXISTS channel LowCardinality(String) 
 -- down
 ALTER TABLE conversions DROP COLUMN IF EXISTS channel;
 """
+
+# Every shipped migration's checksum, as warehouses recorded it when they applied it: a shipped file edited so that
+# what it runs changes fails here, before a warehouse refuses it (a comment, the down section, or a backfill rewritten
+# as the `-- backfill:` line that expands to it keep the checksum). A new migration adds its line.
+APPLIED_CHECKSUMS = {
+    1: "2d756fd1639e912d945cb6e365c402b754ebaa4b01bfb54622c3ae0f0268d1d1",
+    2: "16fa4da29401ec0826bc59ce74b3c8da77cb58e71b732cc50bd1f4122932da75",
+    3: "b33545e6908aab1423f6858abf1a67ee31dd689a07a45a57ee754b77ab868625",
+    4: "332aa1485070e84442fe38288cf7038a8117d5bda256f2900127aa7133bf6ff2",
+    5: "335fb310b028871e2495ee8e03de754c751522e0dc566833a5d7138ee06e9861",
+    6: "184aec7f82a54b3bfed85e16d9169ab20e88ccc724fa9f315d8dbfefe6791862",
+    7: "17957e6c175aabc156b26f67731a002933cdd059fc05d598f6ea1fb509755990",
+    8: "8adbe445d83569bb57e21ad340d4aee85f2abcbfdc16f9ca790fffcf54b6dd90",
+    9: "ac56c334c296ea56ae7c33e4209c72beb16396921daf90a65a0dd83c011569ad",
+    10: "ae4ae85ebadfa3de374e806f34d91f6b123479ee5f2f2beac12941385cb69c91",
+    11: "158c86d43d17a4c5b986835a9e9894d9e31b74a34c784f4eddd27ed680b47d98",
+}
 
 SHIPPED = len(schema.load_migrations())  # the package's migrations are 1 to SHIPPED
 NEXT, AFTER = SHIPPED + 1, SHIPPED + 2  # the test-only ones, after them
@@ -136,11 +152,51 @@ def test_the_checksum_is_of_the_forward_statements():
     assert schema.parse_migration("005_x.sql", changed).checksum != base.checksum
 
 
+def test_every_shipped_migration_keeps_the_checksum_it_was_applied_with():
+    found = {m.version: m.checksum for m in schema.load_migrations()}
+    changed = {v: c for v, c in found.items() if APPLIED_CHECKSUMS.get(v) != c}
+    assert not changed, f"an applied migration must run as it ran (or a new one needs its line): {changed}"
+
+
+BACKFILLED = """\
+CREATE MATERIALIZED VIEW IF NOT EXISTS totals_mv TO totals AS
+SELECT project_id, amount AS total
+FROM payouts WHERE currency = 'point';
+TRUNCATE TABLE totals;
+-- backfill: totals_mv
+  --  backfill:  totals_mv  (project_id, total)
+-- down
+-- backfill: totals_mv
+"""
+
+
+def test_a_backfill_line_inserts_its_views_query_into_the_views_target():
+    query = "SELECT project_id, amount AS total\nFROM payouts WHERE currency = 'point'"
+    migration = schema.parse_migration("012_x.sql", BACKFILLED)
+    assert migration.up[1:] == (
+        "TRUNCATE TABLE totals",
+        f"INSERT INTO totals SETTINGS insert_deduplicate = 0\n{query}",
+        f"INSERT INTO totals (project_id, total) SETTINGS insert_deduplicate = 0\n{query}",
+    )
+    assert migration.down == (f"INSERT INTO totals SETTINGS insert_deduplicate = 0\n{query}",)
+    written_out = POINTS_BY_KIND.replace(
+        "-- backfill: payout_totals_by_kind_mv",
+        "INSERT INTO payout_totals_by_kind SETTINGS insert_deduplicate = 0\n"
+        "SELECT project_id, currency, kind, amount, toUInt64(1) AS payouts FROM payouts;",
+    )
+    assert schema.parse_migration("012_x.sql", written_out) == schema.parse_migration("012_x.sql", POINTS_BY_KIND)
+
+
 @pytest.mark.parametrize(
     ("files", "error"),
     [({"4_Bad-Name.sql": "SELECT 1"}, "NNN_name.sql"), ({f"{AFTER:03d}_gap.sql": "SELECT 1"}, "no gap"),
      ({"005_again.sql": "SELECT 1"}, "no gap"), ({f"{NEXT:03d}_empty.sql": "-- nothing\n;"}, "no statements"),
-     ({f"{NEXT:03d}_twice.sql": "SELECT 1;\n-- down\nSELECT 2;\n-- down\n"}, "more than one")],
+     ({f"{NEXT:03d}_twice.sql": "SELECT 1;\n-- down\nSELECT 2;\n-- down\n"}, "more than one"),
+     ({f"{NEXT:03d}_nowhere.sql": "SELECT 1;\n-- backfill: nowhere_mv\n"}, "no materialized view nowhere_mv"),
+     ({f"{NEXT:03d}_below.sql": "-- backfill: t_mv\nCREATE MATERIALIZED VIEW IF NOT EXISTS t_mv TO t AS SELECT 1;"},
+      "no materialized view t_mv made above"),
+     ({f"{NEXT:03d}_inside.sql": "CREATE MATERIALIZED VIEW t_mv TO t AS SELECT 1;\nTRUNCATE t\n-- backfill: t_mv"},
+      "inside a statement")],
 )  # fmt: skip
 def test_bad_migration_files_are_refused(tmp_path, files, error):
     with pytest.raises(schema.MigrationFileError, match=error):

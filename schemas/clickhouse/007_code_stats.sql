@@ -74,9 +74,7 @@ FROM referral_removals;
 -- written. Earnings through a code count from this migration on (payouts written before carry no code).
 TRUNCATE TABLE code_stats;
 
-INSERT INTO code_stats SETTINGS insert_deduplicate = 0
-SELECT project_id, code, toUInt64(1) AS referred, toUInt64(0) AS removed, toDecimal256(0, 18) AS earnings
-FROM referrals;
+-- backfill: code_stats_referrals_mv
 
 -- down
 DROP VIEW IF EXISTS affiliate_listing_removals_mv;

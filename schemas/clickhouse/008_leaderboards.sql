@@ -128,6 +128,9 @@ FROM payouts WHERE currency != 'point';
 
 -- The backfill of the rows written before (run it while no workers write, see README "Migrations"): emptied first, so
 -- that a retry after a failure starts it over; not deduplicated, so that a retry's identical block is written.
+-- These are written out, not `-- backfill:` (schemas/clickhouse/__init__.py): their queries are not their views' (no
+-- aliases, column lists; the referred figures joined from conversions, attributions counted over the distinct
+-- conversions of the whole table where a view groups the inserted block), and an applied migration stays as it ran.
 TRUNCATE TABLE leaderboard_figures;
 
 INSERT INTO leaderboard_figures (project_id, side, user_identifier_type, user_identifier, value_currency, value_chain,

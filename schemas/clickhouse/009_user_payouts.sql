@@ -120,6 +120,9 @@ LEFT ANY JOIN (
 -- The backfills of what was written before (run them while no workers write, see README "Migrations"): each table
 -- emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's identical block
 -- is written.
+-- recipient_payouts and referrer_earnings_daily are written out, not `-- backfill:` (schemas/clickhouse/__init__.py):
+-- their views narrow the conversions and payouts they join to the keys of the inserted block, which these
+-- queries over whole tables leave out.
 TRUNCATE TABLE recipient_payouts;
 
 INSERT INTO recipient_payouts SETTINGS insert_deduplicate = 0
@@ -134,10 +137,7 @@ LEFT ANY JOIN (SELECT project_id, timestamp, dedup_id, name FROM conversions) AS
 
 TRUNCATE TABLE user_volume_daily;
 
-INSERT INTO user_volume_daily SETTINGS insert_deduplicate = 0
-SELECT project_id, user_identifier_type, user_identifier, toDate32(timestamp) AS day,
-       toDecimal256OrZero(trim(BOTH '"' FROM JSONExtractRaw(args, 'value', 'amount')), 18) AS volume
-FROM conversions;
+-- backfill: user_volume_daily_mv
 
 TRUNCATE TABLE referrer_earnings_daily;
 

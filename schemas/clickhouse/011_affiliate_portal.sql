@@ -197,6 +197,9 @@ FROM conversions;
 -- affiliate_portal_daily, the rest from their sources.
 TRUNCATE TABLE affiliate_portal_totals;
 
+-- affiliate_portal_daily and affiliate_portal_earnings_daily are written out, not `-- backfill:`
+-- (schemas/clickhouse/__init__.py): their views narrow the conversions they join to the keys of the inserted
+-- block, which these queries over whole tables leave out.
 TRUNCATE TABLE affiliate_portal_daily;
 
 INSERT INTO affiliate_portal_daily SETTINGS insert_deduplicate = 0
@@ -234,49 +237,23 @@ LEFT JOIN (
 ) AS c ON c.project_id = p.project_id AND c.timestamp = p.happened_at AND c.dedup_id = p.source_id
 WHERE p.role = 'affiliate';
 
-INSERT INTO affiliate_portal_totals (project_id, user_key, status, region, audience) SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)) AS user_key, status, region,
-       audience
-FROM affiliates;
+-- backfill: affiliate_portal_totals_attributes_mv (project_id, user_key, status, region, audience)
 
-INSERT INTO affiliate_portal_totals (project_id, user_key, referred_users) SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS user_key,
-       toUInt64(1) AS referred_users
-FROM referrals;
+-- backfill: affiliate_portal_totals_referrals_mv (project_id, user_key, referred_users)
 
-INSERT INTO affiliate_portal_totals (project_id, user_key, removed_users) SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS user_key,
-       toUInt64(1) AS removed_users
-FROM referral_removals;
+-- backfill: affiliate_portal_totals_removals_mv (project_id, user_key, removed_users)
 
-INSERT INTO affiliate_portal_totals (project_id, user_key, earnings) SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(recipient_identifier_type, recipient_identifier)) AS user_key,
-       map(if(currency = 'point', 'point', concat(toString(currency_decimals), ':', currency_name)), amount) AS earnings
-FROM payouts WHERE role = 'affiliate';
+-- backfill: affiliate_portal_totals_earnings_mv (project_id, user_key, earnings)
 
 TRUNCATE TABLE referral_edges;
 
-INSERT INTO referral_edges SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS referrer_key,
-       reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)) AS user_key, referred_at,
-       user_identifier_type, user_identifier, toUInt8(0) AS removed
-FROM referrals;
+-- backfill: referral_edges_mv
 
-INSERT INTO referral_edges (project_id, referrer_key, user_key, referred_at, removed) SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, referrer_identifier)) AS referrer_key,
-       reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)) AS user_key, referred_at,
-       toUInt8(1) AS removed
-FROM referral_removals;
+-- backfill: referral_edges_removals_mv (project_id, referrer_key, user_key, referred_at, removed)
 
 TRUNCATE TABLE user_conversions_daily;
 
-INSERT INTO user_conversions_daily SETTINGS insert_deduplicate = 0
-SELECT project_id, reinterpretAsUInt128(sipHash128(user_identifier_type, user_identifier)) AS user_key,
-       toDate32(timestamp) AS day, name,
-       toDecimal256OrZero(trim(BOTH '"' FROM JSONExtractRaw(args, 'value', 'amount')), 18) AS volume,
-       toDecimal256OrZero(trim(BOTH '"' FROM JSONExtractRaw(args, 'revenue', 'amount')), 18) AS revenue,
-       toUInt64(1) AS conversions
-FROM conversions;
+-- backfill: user_conversions_daily_mv
 
 -- down
 DROP VIEW IF EXISTS user_conversions_daily_mv;

@@ -6,6 +6,12 @@ them (no such line: the migration cannot be undone; the line with nothing after 
 Statements are separated by `;`; lines starting with `--` are comments. rewards/adapters/migrations.py applies them in
 order and records each one in the warehouse's `schema_migrations` table. On a ClickHouse cluster, it runs them
 rewritten into the sharded layout of `schemas.clickhouse.layout` (the files stay as they are, one node's schema).
+
+A line `-- backfill: <view>` (after a `;`) is a statement of its own: `INSERT INTO <target> SETTINGS
+insert_deduplicate = 0`, a newline, then the query of `<view>`, a materialized view made above it in the file (`TO
+<target> AS <query>`), so the query is written once. `-- backfill: <view> (<columns>)` inserts into those columns
+only (a view writes its query's columns by name, an INSERT ... SELECT by position). A backfill whose query differs
+from its view's is written out. The checksum is of the statements so expanded.
 """
 
 import hashlib
@@ -20,6 +26,12 @@ INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 
 _FILE_NAME = re.compile(r"^(\d+)_([a-z0-9_]+)\.sql$")
 _DOWN = re.compile(r"^--\s*down\s*$", re.IGNORECASE)
+_BACKFILL = re.compile(r"^--\s*backfill:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\([^()]*\))?\s*$", re.IGNORECASE)
+_VIEW = re.compile(
+    r"^CREATE\s+MATERIALIZED\s+VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z_][A-Za-z0-9_]*)\s+TO\s+([A-Za-z_][A-Za-z0-9_]*)"
+    r"\s+AS\s+(SELECT\b.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 class MigrationFileError(ValueError):
@@ -39,10 +51,39 @@ class Migration:
         return hashlib.sha256("\n;\n".join(self.up).encode()).hexdigest()
 
 
-def split_statements(text: str) -> list[str]:
-    """Comment lines (`--`) dropped, then the `;`-separated statements, trimmed, empty ones left out."""
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    return [statement.strip() for statement in text.split(";") if statement.strip()]
+def split_statements(text: str, views: dict[str, tuple[str, str]] | None = None) -> list[str]:
+    """Comment lines (`--`) dropped, then the `;`-separated statements, trimmed, empty ones left out; each
+    `-- backfill:` line expanded in its place. `views`: the materialized views made above `text` (name: target,
+    query), to which those of `text` are added."""
+    views = {} if views is None else views
+    result: list[str] = []
+    lines: list[str] = []
+    for line in text.splitlines():
+        directive = _BACKFILL.match(line.strip())
+        if directive is None:
+            lines.append(line)
+            continue
+        result += _plain_statements(lines, views, before_backfill=True)
+        result.append(_backfill(directive[1], directive[2], views))
+        lines = []
+    return result + _plain_statements(lines, views)
+
+
+def _plain_statements(lines: list[str], views: dict[str, tuple[str, str]], before_backfill: bool = False) -> list[str]:
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+    if before_backfill and text.strip() and not text.rstrip().endswith(";"):
+        raise MigrationFileError("a `-- backfill:` line inside a statement: end the statement before it with `;`")
+    found = [statement.strip() for statement in text.split(";") if statement.strip()]
+    views.update((view[1], (view[2], view[3])) for view in map(_VIEW.match, found) if view)
+    return found
+
+
+def _backfill(view: str, columns: str | None, views: dict[str, tuple[str, str]]) -> str:
+    if view not in views:
+        raise MigrationFileError(f"`-- backfill: {view}`: no materialized view {view} made above it in the file")
+    target, query = views[view]
+    into = f"{target} {columns}" if columns else target
+    return f"INSERT INTO {into} SETTINGS insert_deduplicate = 0\n{query}"
 
 
 def parse_migration(file_name: str, text: str) -> Migration:
@@ -53,11 +94,15 @@ def parse_migration(file_name: str, text: str) -> Migration:
     marks = [n for n, line in enumerate(lines) if _DOWN.match(line.strip())]
     if len(marks) > 1:
         raise MigrationFileError(f"{file_name}: more than one `-- down` line")
-    if marks:
-        up = split_statements("\n".join(lines[: marks[0]]))
-        down: tuple[str, ...] | None = tuple(split_statements("\n".join(lines[marks[0] + 1 :])))
-    else:
-        up, down = split_statements(text), None
+    views: dict[str, tuple[str, str]] = {}
+    try:
+        if marks:
+            up = split_statements("\n".join(lines[: marks[0]]), views)
+            down: tuple[str, ...] | None = tuple(split_statements("\n".join(lines[marks[0] + 1 :]), views))
+        else:
+            up, down = split_statements(text, views), None
+    except MigrationFileError as exc:
+        raise MigrationFileError(f"{file_name}: {exc}") from exc
     if not up:
         raise MigrationFileError(f"{file_name}: no statements")
     return Migration(int(match[1]), match[2], tuple(up), down)

@@ -9,6 +9,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.convertors import StringConvertor, register_url_convertor
 
+from rewards.web import landing
 from rewards.web.backends import Backends
 from rewards.web.errors import error_body
 from rewards.web.handlers import install_error_handlers
@@ -57,6 +58,7 @@ def create_app(
     )
     for router in routers:
         app.include_router(router, prefix="" if isinstance(router, PageRouter) else API_PREFIX)
+    app.include_router(landing.router)
     unhealthy = {503: {"description": "Service Unavailable: a storage engine does not answer"}}
     app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=unhealthy)
     install_error_handlers(app)

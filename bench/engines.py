@@ -198,7 +198,7 @@ def _redis_benchmark(url: str, seconds: float, guess_events_s: float) -> float |
     from bench.load import USERS
     from rewards.adapters.production.redis_keys import ProjectKeys
     from rewards.adapters.production.redis_scripts import source
-    from rewards.adapters.production.redis_state import PENDING_TTL_S
+    from rewards.adapters.production.redis_state.ingest import PENDING_TTL_S
     from rewards.domain.payouts import User
     from rewards.settings import Settings
 

@@ -60,13 +60,13 @@ def _ok(status: int) -> None:
     assert status == 200, status
 
 
-def photograph(console: Console, shop: Shop, out_dir: Path) -> list[Path]:
+def photograph(console: Console, shop: Shop, out_dir: Path, suffix: str = "") -> list[Path]:
     page = console.page
     shots = []
 
     def shoot(name: str) -> None:
         page.wait_for_timeout(300)  # the charts' last frame
-        shots.append(out_dir / f"console-{name}.png")
+        shots.append(out_dir / f"console-{name}{suffix}.png")
         page.screenshot(path=str(shots[-1]), full_page=True)
 
     shoot("signin")
@@ -101,9 +101,11 @@ def main(out_dir: Path = DOCS) -> None:
             eventually(lambda: _ok(200 if _volume(shop, "Alice Martin") != "0" else 0), 30)
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-                console = Console(browser, server.url)
-                for shot in photograph(console, shop, out_dir):
-                    print(shot)
+                for width, suffix in ((1280, ""), (390, "-390")):  # a laptop, a phone
+                    console = Console(browser, server.url, width)
+                    for shot in photograph(console, shop, out_dir, suffix):
+                        print(shot)
+                    console.context.close()
                 browser.close()
         finally:
             server.stop()

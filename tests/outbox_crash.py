@@ -17,6 +17,7 @@ import signal
 import sys
 
 from rewards.adapters.production import redis_state
+from rewards.adapters.production.redis_state import base as redis_state_base
 from rewards.domain import claim_checks
 from rewards.domain.payouts import User
 from rewards.ports import Affiliate
@@ -41,7 +42,7 @@ def _block(store, project_id: str, change: str, args: dict):
 
 
 async def main(redis_url: str, project_id: str, change: str, args: dict, due_s: float) -> None:
-    redis_state.OUTBOX_DUE_S = due_s
+    redis_state_base.OUTBOX_DUE_S = due_s
     store = await redis_state.open_redis_state(redis_url)
     async with _block(store, project_id, change, args) as changed:
         sys.stdout.buffer.write(changed.payload)

@@ -94,9 +94,9 @@ class Shop:
 class Console:
     """One browser tab on the console. Every request it makes is recorded; one to another host is refused."""
 
-    def __init__(self, browser, base_url: str):
+    def __init__(self, browser, base_url: str, width: int = 1280):
         self.base_url = base_url
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.page = self.context.new_page()
         self.requested: list[str] = []
         self.elsewhere: list[str] = []

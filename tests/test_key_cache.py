@@ -16,7 +16,8 @@ import pytest
 from redis.asyncio import Redis
 
 from rewards.adapters.production import redis_keys
-from rewards.adapters.production.redis_state import KEY_CHANGES_CHANNEL, KEY_LIVE_S, open_redis_state
+from rewards.adapters.production.redis_state import open_redis_state
+from rewards.adapters.production.redis_state.projects import KEY_CHANGES_CHANNEL, KEY_LIVE_S
 from rewards.domain import keys
 from tests.conftest import SERVICE, event, evm
 from tests.harness import (

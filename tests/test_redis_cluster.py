@@ -31,7 +31,8 @@ from rewards.adapters.production.outbox_relay import OutboxRelay
 from rewards.adapters.production.redis_client import is_cluster, open_redis
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_scripts import Scripts
-from rewards.adapters.production.redis_state import KEY_LIVE_S, RedisStateStore, open_redis_state
+from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
+from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
 from rewards.settings import Settings
 from rewards.web import ratelimit

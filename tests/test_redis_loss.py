@@ -37,7 +37,8 @@ import redis
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from rewards.adapters.production.redis_keys import ProjectKeys
-from rewards.adapters.production.redis_state import PENDING_TTL_S, open_redis_state
+from rewards.adapters.production.redis_state import open_redis_state
+from rewards.adapters.production.redis_state.ingest import PENDING_TTL_S
 from rewards.devengines import Engine, EngineFailed, EngineUnavailable, redis_engine
 from rewards.devengines.clickhouse import connect
 from rewards.domain.payouts import User

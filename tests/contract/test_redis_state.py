@@ -10,9 +10,9 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_state import BatchInFlight, RedisStateStore
+from rewards.adapters.production.redis_state import ingest as redis_ingest
 from rewards.domain import claim_checks as cc
 from rewards.domain.payouts import User
 from rewards.domain.referrals import InvalidReferral
@@ -64,7 +64,7 @@ def test_project_keys_share_one_cluster_slot():
 
 
 async def test_pending_claims_read_as_not_found_and_expire(rstore, rpid, monkeypatch):
-    monkeypatch.setattr(redis_state, "PENDING_TTL_S", 0.2)
+    monkeypatch.setattr(redis_ingest, "PENDING_TTL_S", 0.2)
     stalled = rstore.ingest(rpid, *batch("x-1", "x-2"), ("key-x", "hash-a"))
     assert (await stalled.__aenter__()).fresh == [0, 1]
     assert await rstore.event_status(rpid, "x-1") is None

@@ -37,7 +37,7 @@ from rewards.adapters.production import redis_keys
 from rewards.adapters.production.redis_client import RedisClient, open_redis
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_scripts import Scripts
-from rewards.adapters.production.redis_state import OUTBOX_TOUCH_FRESH_S
+from rewards.adapters.production.redis_state.base import OUTBOX_TOUCH_FRESH_S
 from rewards.ports import EventLog
 from rewards.settings import Settings
 

@@ -1,0 +1,43 @@
+"""Each adapter is a class for each port it serves (README, "Where a change lands"): each class has its port's
+methods, and the adapter's StateStore is all of them."""
+
+import pytest
+
+from rewards.adapters.embedded import sqlite_state
+from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
+from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
+from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
+from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
+from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
+from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
+from rewards.adapters.production import redis_state
+from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
+from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
+from rewards.adapters.production.redis_state.ingest import RedisIngestStore
+from rewards.adapters.production.redis_state.projects import RedisProjectStore
+from rewards.adapters.production.redis_state.referrals import RedisReferralStore
+from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
+from rewards.ports import AffiliateStore, ClaimCheckStore, IngestStore, ProjectStore, ReferralStore, TrackingStore
+from tests.contract.support import assert_implements
+
+PORTS = [ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore]
+ADAPTERS = {
+    sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
+                                    SqliteClaimCheckStore, SqliteTrackingStore],
+    redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
+                                  RedisClaimCheckStore, RedisTrackingStore],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("adapter", "port"),
+    [(adapter, port) for classes in ADAPTERS.values() for adapter, port in zip(classes, PORTS, strict=True)],
+    ids=lambda cls: cls.__name__,
+)
+def test_each_class_has_its_port(adapter: type, port: type):
+    assert_implements(adapter, port)
+
+
+@pytest.mark.parametrize("store", list(ADAPTERS), ids=lambda cls: cls.__name__)
+def test_the_state_store_is_every_class_of_its_adapter(store: type):
+    assert all(issubclass(store, cls) for cls in ADAPTERS[store])

@@ -367,6 +367,28 @@ def test_claim_checks_per_currency_and_the_latest_claims(console, shop):
     other.http.close()
 
 
+def test_every_page_fits_a_phone_390_px_wide(browser, shop):
+    """No page is wider than the phone (tables scroll inside their own box), and the header stays one block."""
+    shop.register(1, "Alice " + "Longname" * 8)
+    shop.refer(1, 2)
+    shop.send(purchase("order-1", 2, "100"))
+    phone = Console(browser, shop.base_url, width=390)
+    try:
+        phone.sign_in(shop.service_key)
+        for page in ("health", "payouts", "affiliates", "claims"):
+            phone.show(page)
+            phone.page.wait_for_timeout(200)
+            assert phone.page.evaluate("document.documentElement.scrollWidth") <= 390, page
+        phone.show("affiliate", f"{EVM}:{addr(1)}")
+        phone.page.wait_for_selector("#referral-tree > *")
+        assert phone.page.evaluate("document.documentElement.scrollWidth") <= 390, "affiliate"
+        header = phone.page.locator("header.top").bounding_box()
+        assert header["x"] == 0 and header["width"] == 390
+    finally:
+        phone.close()
+    assert phone.elsewhere == []
+
+
 def test_the_page_and_its_files_come_from_the_server_alone(client_base):
     url = client_base[1]
     page = httpx.get(f"{url}/console")

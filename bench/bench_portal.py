@@ -13,7 +13,7 @@ from decimal import Decimal
 import httpx
 
 from bench.report import Figure, percentiles, time_awaits, time_calls
-from query_api.affiliate_portal import service
+from query_api.affiliate_portal import figures
 from rewards.ports import Warehouse
 
 TARGET_P99_MS = 50
@@ -24,10 +24,10 @@ WARM_UP_CALLS = 10
 TOP = f"0x{1:040x}"  # affiliate 0
 PORTAL = "/api/v1/affiliate-portal"
 TOTALS = {  # case → (query, the same filter as the service takes it)
-    "total-stats, every affiliate": ({}, service.Matching()),
+    "total-stats, every affiliate": ({}, figures.Matching()),
     "total-stats, statuses[]=Active&regions[]=EU": (
         {"statuses[]": "Active", "regions[]": "EU"},
-        service.Matching(statuses=("active",), regions=("EU",)),
+        figures.Matching(statuses=("active",), regions=("EU",)),
     ),
 }
 OF_THE_TOP = {
@@ -42,7 +42,7 @@ KEY = "reinterpretAsUInt128(sipHash128({type}_identifier_type, {type}_identifier
 VALUE = "toDecimal256OrZero(trim(BOTH '\"' FROM JSONExtractRaw(c.args, '{arg}', 'amount')), 18)"
 
 
-def raw_sqls(matching: service.Matching) -> tuple[dict[str, str], dict]:
+def raw_sqls(matching: figures.Matching) -> tuple[dict[str, str], dict]:
     """The total stats from the raw tables: affiliates, affiliate_volumes joined to conversions, referrals (less the
     removed), payouts."""
     params: dict = {}
@@ -71,7 +71,7 @@ def raw_sqls(matching: service.Matching) -> tuple[dict[str, str], dict]:
     return sqls, params
 
 
-async def raw_total_stats(warehouse: Warehouse, project_id: str, matching: service.Matching) -> tuple:
+async def raw_total_stats(warehouse: Warehouse, project_id: str, matching: figures.Matching) -> tuple:
     sqls, params = raw_sqls(matching)
     rows = {name: await warehouse.query(sql, {**params, "project": project_id}) for name, sql in sqls.items()}
     counts, level1 = rows["counts"][0], rows["level1"][0]
@@ -79,7 +79,7 @@ async def raw_total_stats(warehouse: Warehouse, project_id: str, matching: servi
         int(counts["affiliates"]), int(counts["active"]), int(counts["suspended"]), int(counts["regions"]),
         Decimal(level1["volume"]), Decimal(level1["revenue"]), int(level1["attributions"]),
         int(rows["referred"][0]["referred"]),
-        [(e.currency, e.amount) for e in service.earnings_by_currency(rows["earnings"])],
+        [(e.currency, e.amount) for e in figures.earnings_by_currency(rows["earnings"])],
     )  # fmt: skip
 
 

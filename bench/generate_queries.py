@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rewards.domain.payout_config import PayoutConfig
-from rewards.domain.payouts import Payout, User
+from rewards.domain.payouts import Payout, PayoutKind, User
 from rewards.ports import StateStore, Warehouse
 from schemas.entities import CLAIM_CHECK
 from stream_workers.rows import PayoutSource, payout_rows
@@ -45,7 +45,7 @@ PAYOUT_COLUMNS = {
     "payout_id": "concat('conversion:bench-', toString(conversion), ':', toString(level))",
     "source_id": "concat('bench-', toString(conversion))",
     "source_type": "'conversion'",
-    "kind": "if(level = 0, 'end_user_reward', 'affiliate_commission')",
+    "kind": f"if(level = 0, '{PayoutKind.END_USER_REWARD}', '{PayoutKind.COMMISSION}')",
     "role": "if(level = 0, 'user', 'affiliate')",
     "level": "level",
     "recipient_identifier": ADDRESS.format(n="recipient"),

@@ -11,8 +11,8 @@ ClickHouse server, Redis state), with its time split by step.
   user's 6 and 4 volume rows. Every delivery's ids are new, accepted first as the ingest edge does (the state
   store knows them as `accepted`).
 - **Steps:** decoding (`schemas.records.decode_message` of each message), state reads (processed marks, the
-  warehouse's `dedup_ids`, configs, referral chains, tiers: `processor.read_state`), computing rows (payout
-  arithmetic and row building, pure: `processor.compute`), inserting (one insert per table: `processor.insert`),
+  warehouse's `dedup_ids`, configs, referral chains, tiers: `processor.plan`), computing rows (payout
+  arithmetic and row building, pure: `processor.compute`), inserting (one insert per table: `processor.write`),
   state marks (`processor.mark`). Their sum is what `process_delivery` does after decoding.
 - **Baseline, same run:** the bare cost of the same delivery without the worker's logic: parse its messages with
   `orjson.loads` and insert the same rows (computed beforehand) under a new token. Baseline and delivery alternate,
@@ -46,6 +46,7 @@ from rewards.settings import Settings
 from schemas.records import decode_message
 from stream_workers import processor
 from stream_workers.runner import MAX_DELIVERIES, freeze_startup_objects
+from stream_workers.writes import Writes
 
 PROJECTS = 4
 REFERRED_SHARE = 0.05
@@ -211,20 +212,20 @@ class _Clock:
         return result
 
 
-async def _delivery(state, warehouse, messages: list[bytes], token: str, clock: _Clock) -> processor._Writes:
+async def _delivery(state, warehouse, messages: list[bytes], token: str, clock: _Clock) -> Writes:
     """process_delivery's steps, each timed (the same calls in the same order)."""
     records = await clock.time("decode", lambda: [r for message in messages for r in decode_message(message)])
-    records, projects = await clock.time("state reads", lambda: processor.read_state(records, state, warehouse))
+    records, projects = await clock.time("state reads", lambda: processor.plan(records, state, warehouse))
     writes = await clock.time("compute rows", lambda: processor.compute(records, projects, now_ms(), token))
-    await clock.time("insert", lambda: processor.insert(writes, token, warehouse))
+    await clock.time("insert", lambda: processor.write(writes, token, warehouse))
     await clock.time("state marks", lambda: processor.mark(writes, state))
     return writes
 
 
-async def _baseline(warehouse, messages: list[bytes], writes: processor._Writes, token: str, clock: _Clock) -> None:
+async def _baseline(warehouse, messages: list[bytes], writes: Writes, token: str, clock: _Clock) -> None:
     """The same bytes parsed and the same rows inserted, without the worker's logic in between."""
     await clock.time("parse", lambda: [r for message in messages for r in orjson.loads(message)])
-    await clock.time("insert", lambda: processor.insert(writes, token, warehouse))
+    await clock.time("insert", lambda: processor.write(writes, token, warehouse))
 
 
 async def _measure(shape: str, state, warehouse, projects: list[_Project], deliveries: int) -> list[Figure]:

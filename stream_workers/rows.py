@@ -1,34 +1,21 @@
-"""Log records to warehouse rows: pure functions over the payout engine's results.
+"""Log records to warehouse rows: pure functions over the payout engine's results, and the rows every record type
+shares (payouts, claim checks, dead letters).
 
-A record's own row is derived from its entity's declaration (schemas/entities.py): conversion_row, referral_row,
-code_rows, affiliate_row, claim_check_record_row and tracking_event_row."""
+A record's own row is derived from its entity's declaration (schemas/entities.py) by `row_of`; each record type's
+handler (stream_workers/handlers/) holds its own."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
+from rewards.domain import claim_checks
 from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck
+from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import Payout, Volume
 from schemas.clickhouse.values import ch_datetime
-from schemas.entities import (
-    AFFILIATE,
-    CLAIM_CHECK,
-    CODE_USE,
-    CODES_CREATED,
-    CONVERSION,
-    DOCUMENT,
-    EACH,
-    REFERRAL_REMOVAL,
-    REQUIRED,
-    TIME,
-    TRACKING_EVENT,
-    Entity,
-    Field,
-    compiled,
-)
-from schemas.records import CodeUseRecord, ConversionRecord, Undecodable
+from schemas.entities import DOCUMENT, EACH, REQUIRED, TIME, Entity, Field, compiled
 
 MAX_DEAD_LETTER_PAYLOAD = 64 * 1024
 
@@ -56,30 +43,13 @@ def _column_value(field: Field) -> str:
     return value
 
 
-def _rows_of(entity: Entity, name: str) -> Callable:
+def row_of(entity: Entity, name: str) -> Callable:
     """The function `name(record)` that makes a record's row (a list of rows, one per item, if a field is EACH):
     a dict literal compiled from the declaration, as fast as one written out (conversions: a per-event hot path)."""
     row = "{" + ", ".join(f"{field.column_name!r}: {_column_value(field)}" for field in entity.stored) + "}"
     each = [field.name for field in entity.stored if field.kind == EACH]
     expression = f"[{row} for item in record.{each[0]}]" if each else row
     return compiled(f"{name}(record)", expression, {"ch_datetime": ch_datetime, "dumps": orjson.dumps})
-
-
-conversion_row = _rows_of(CONVERSION, "conversion_row")
-referral_row = _rows_of(CODE_USE, "referral_row")
-code_rows = _rows_of(CODES_CREATED, "code_rows")
-affiliate_row = _rows_of(AFFILIATE, "affiliate_row")
-claim_check_record_row = _rows_of(CLAIM_CHECK, "claim_check_record_row")
-tracking_event_row = _rows_of(TRACKING_EVENT, "tracking_event_row")
-referral_removal_row = _rows_of(REFERRAL_REMOVAL, "referral_removal_row")
-
-
-def conversion_source(record: ConversionRecord) -> PayoutSource:
-    return PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms)
-
-
-def code_use_source(record: CodeUseRecord) -> PayoutSource:
-    return PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms, record.code)
 
 
 def payout_id(source: PayoutSource, index: int | str) -> str:
@@ -113,6 +83,20 @@ def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int)
         }
         for index, payout in enumerate(payouts)
     ]
+
+
+def payouts_and_checks(
+    source: PayoutSource, payouts: list[Payout], created_at_ms: int
+) -> tuple[list[dict], list[tuple[ClaimCheck, dict]]]:
+    """The payouts' rows, and a claim check (with its row) for each payout in an on-chain currency."""
+    checks = []
+    for index, payout in enumerate(payouts):
+        if isinstance(payout.currency, TokenCurrency):
+            check = claim_checks.opened(
+                source.project_id, payout_id(source, index), source.source_id, payout, source.happened_at_ms
+            )
+            checks.append((check, claim_check_row(source.project_id, check)))
+    return payout_rows(source, payouts, created_at_ms), checks
 
 
 _POINT_COLUMNS = {"currency": "point", "currency_chain_id": 0, "currency_name": "", "currency_decimals": 0}
@@ -149,8 +133,8 @@ def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
 
 
 def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
-    """claim_check_record_row(to_record(project_id, check)), without building the model (a check per token payout):
-    written out, a ClaimCheck's shape being its own (tests/test_worker_rows.py holds the two equal)."""
+    """handlers.stored.claim_check_record_row(to_record(project_id, check)), without building the model (a check per
+    token payout): written out, a ClaimCheck's shape being its own (tests/test_worker_rows.py holds the two equal)."""
     return {
         "project_id": project_id,
         "id": check.id,
@@ -172,17 +156,18 @@ def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
 
 
 def dead_letter_row(record, reason: str, delivery: str, failed_at_ms: int) -> dict:
-    """A record set aside (or what could be read of it), with why: kept for an operator to inspect."""
-    if isinstance(record, Undecodable):
-        record_type, source_id, payload = "undecodable", "", record.payload
-    else:
-        record_type, source_id = record.type, _source_id(record)
-        try:
-            payload = orjson.dumps(record.__dict__)
-        except TypeError:  # e.g. nested deeper than orjson writes: what it was is in the reason
-            payload = repr({k: v for k, v in record.__dict__.items() if k not in ("args", "metadata")}).encode()
+    """A record set aside, with why: kept for an operator to inspect."""
+    return set_aside_row(
+        record.project_id, record.type, _source_id(record), _payload(record), reason, delivery, failed_at_ms
+    )
+
+
+def set_aside_row(
+    project_id: str, record_type: str, source_id: str, payload: bytes, reason: str, delivery: str, failed_at_ms: int
+) -> dict:
+    """The `dead_letters` row of a record set aside, or of what could be read of one (`payload`)."""
     return {
-        "project_id": record.project_id,
+        "project_id": project_id,
         "record_type": record_type,
         "source_id": source_id,
         "reason": reason[:1000],
@@ -190,6 +175,13 @@ def dead_letter_row(record, reason: str, delivery: str, failed_at_ms: int) -> di
         "delivery": delivery,
         "failed_at": ch_datetime(failed_at_ms),
     }
+
+
+def _payload(record) -> bytes:
+    try:
+        return orjson.dumps(record.__dict__)
+    except TypeError:  # e.g. nested deeper than orjson writes: what it was is in the reason
+        return repr({k: v for k, v in record.__dict__.items() if k not in ("args", "metadata")}).encode()
 
 
 def _source_id(record) -> str:

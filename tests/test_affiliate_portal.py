@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from query_api.affiliate_portal import service
+from query_api.affiliate_portal.figures import Scope
 from rewards.domain.payout_config import external_id
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
@@ -368,7 +369,7 @@ async def test_a_wide_tree_is_read_in_chunks_and_cut_at_its_node_limit():
     for key, _ in first:
         children[key] = [(f"{key}{k}", f"2026-02-{int(key) % 28 + 1:02d} 00:00:0{k}.000") for k in range(4)]
     warehouse = Edges(children)
-    scope = service.Scope("p", User(evm(A), "evm_address"))
+    scope = Scope("p", User(evm(A), "evm_address"))
     levels, _ = await service._levels_below(warehouse, NoAffiliates(), scope)
     assert [len(level) for level in levels] == [3000, service.MAX_TREE_NODES - 3000]
     assert len(warehouse.lookups) > 2  # level 2's referrers in more than one lookup

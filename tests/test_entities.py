@@ -16,7 +16,9 @@ from schemas.records import (
     ConversionRecord,
     TrackingEventRecord,
 )
-from stream_workers import rows
+from stream_workers.handlers.code_use import referral_row
+from stream_workers.handlers.conversion import conversion_row
+from stream_workers.handlers.stored import affiliate_row, claim_check_record_row, code_rows, tracking_event_row
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,7 @@ RECORDS_AND_ROWS = [
             user_identifier_type="evm_address", timestamp_ms=1_790_000_000_123, received_ms=1_790_000_000_456,
             args={"value": {"amount": "1.5"}}, metadata={"é": "ü"},
         ),
-        rows.conversion_row,
+        conversion_row,
         {
             "project_id": "p", "dedup_id": "d", "name": "purchase", "user_identifier": "0xab",
             "user_identifier_type": "evm_address", "timestamp": "2026-09-21 14:13:20.123",
@@ -87,7 +89,7 @@ RECORDS_AND_ROWS = [
             project_id="p", use_id="u", code="ABC", owner_identifier="o", owner_identifier_type="email",
             user_identifier="x", user_identifier_type="email", used_at_ms=5, max_uses=3,
         ),
-        rows.referral_row,
+        referral_row,
         {
             "project_id": "p", "user_identifier_type": "email", "user_identifier": "x",
             "referrer_identifier_type": "email", "referrer_identifier": "o", "code": "ABC",
@@ -98,7 +100,7 @@ RECORDS_AND_ROWS = [
         CodesCreatedRecord(
             project_id="p", codes=["A", "B"], owner_identifier="o", owner_identifier_type="email", created_at_ms=6
         ),
-        rows.code_rows,
+        code_rows,
         [
             {"project_id": "p", "code": code, "owner_identifier_type": "email", "owner_identifier": "o",
              "created_at": "1970-01-01 00:00:00.006"}
@@ -110,7 +112,7 @@ RECORDS_AND_ROWS = [
             project_id="p", id="i", user_identifier="o", user_identifier_type="email", name="N", status="active",
             region="EU", tax_status="verified", created_at_ms=7,
         ),
-        rows.affiliate_row,
+        affiliate_row,
         {
             "project_id": "p", "id": "i", "user_identifier": "o", "user_identifier_type": "email", "name": "N",
             "status": "active", "region": "EU", "audience": None, "tax_status": "verified", "tier": None,
@@ -123,7 +125,7 @@ RECORDS_AND_ROWS = [
             currency_chain_id=1, currency_name="USDC", currency_decimals=6, amount="1000000",
             reason="end_user_payout", status="open", source_id="s", created_at_ms=8, version=1,
         ),
-        rows.claim_check_record_row,
+        claim_check_record_row,
         {
             "project_id": "p", "id": "c", "user_identifier": "o", "user_identifier_type": "email",
             "currency_address": "0x1", "currency_chain_id": 1, "currency_name": "USDC", "currency_decimals": 6,
@@ -136,7 +138,7 @@ RECORDS_AND_ROWS = [
             project_id="p", id="t", name="pageview", tracking_id="TRK", code="ABC", received_ms=9,
             args={"page": "/"}, metadata={"tracking_id": "TRK", "af": "abc"},
         ),
-        rows.tracking_event_row,
+        tracking_event_row,
         {
             "project_id": "p", "id": "t", "name": "pageview", "tracking_id": "TRK", "user_identifier": "",
             "user_identifier_type": "", "code": "ABC", "received_at": "1970-01-01 00:00:00.009",

@@ -27,6 +27,12 @@ def test_every_kind_a_view_names_is_a_payout_kind():
     assert not unknown
 
 
+def test_a_code_uses_payouts_are_named_after_their_kind():
+    """The user payouts' view names a code use's payouts as a conversion: `referral_reward`, their kind."""
+    sql = (MIGRATIONS / "009_user_payouts.sql").read_text()
+    assert set(re.findall(r"source_type = 'code_use', '([^']*)'", sql)) == {PayoutKind.REFERRAL_REWARD}
+
+
 def test_the_parser_reads_each_form():
     sql = "WHERE p.kind = 'a' OR kind != 'b' OR kind IN ('c', 'd') OR kind NOT IN ('e')"
     assert kinds_named_in(sql) == {"a", "b", "c", "d", "e"}

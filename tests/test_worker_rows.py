@@ -2,6 +2,7 @@
 built without models, a record that fails leaving nothing behind."""
 
 from decimal import Decimal
+from typing import get_args
 
 import pytest
 
@@ -10,8 +11,11 @@ from rewards.domain.amounts import multiply
 from rewards.domain.claim_checks import ClaimCheck, to_record
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
-from schemas.records import ConversionRecord
+from schemas.records import AnyRecord, ConversionRecord, Undecodable
 from stream_workers import processor, rows
+from stream_workers.handlers import HANDLERS
+from stream_workers.handlers.base import Project
+from stream_workers.handlers.stored import claim_check_record_row
 
 USDC = {"address": "0xa0b8", "chain_id": 1, "name": "USDC", "decimals": 6}
 CONFIG = PayoutConfig.model_validate(
@@ -114,12 +118,12 @@ def test_claim_check_rows_are_the_records_rows(claimed_ms):
     check = ClaimCheck("cc_1", User("a\\N\t'b", "email"), TokenCurrency(**USDC), 3000000, "affiliate_payout",
                        "claimed" if claimed_ms else "open", "0xab" if claimed_ms else None, "d-1", IN_CAMPAIGN,
                        claimed_ms, 3)  # fmt: skip
-    assert rows.claim_check_row("p", check) == rows.claim_check_record_row(to_record("p", check))
+    assert rows.claim_check_row("p", check) == claim_check_record_row(to_record("p", check))
 
 
 def test_a_record_that_fails_leaves_no_row_behind():
     """Its conversion row is computed before its payouts raise: only its dead letter is written."""
-    project = processor._Project(engine.Rules(CONFIG), {USER: CHAINS[1]}, {})
+    project = Project(engine.Rules(CONFIG), {USER: CHAINS[1]}, {})
     good, bad = (
         ConversionRecord(project_id="p", batch_id="b", dedup_id=d, name="purchase", user_identifier=USER.identifier,
                          user_identifier_type=USER.identifier_type, timestamp_ms=IN_CAMPAIGN, received_ms=IN_CAMPAIGN,
@@ -134,3 +138,8 @@ def test_a_record_that_fails_leaves_no_row_behind():
     assert [(r["dedup_id"], r["failed"]) for r in writes.rows["dedup_ids"]] == [("good", 0), ("bad", 1)]
     assert writes.processed == {"p": ["good"]} and writes.failed == {"p": ["bad"]}
     assert writes.payouts == len(writes.rows["payouts"]) == 4  # reward, 2 commissions, campaign bonus
+
+
+def test_every_record_type_has_its_handler():
+    assert set(HANDLERS) == {*get_args(AnyRecord), Undecodable}
+    assert all(record_type is handler.record_type for record_type, handler in HANDLERS.items())

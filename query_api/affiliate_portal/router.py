@@ -11,6 +11,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.affiliate_portal import service
+from query_api.affiliate_portal.figures import Matching, Scope
 from query_api.affiliate_portal.schemas import (
     CLIENT_STATUS,
     NAMED_REGIONS,
@@ -87,7 +88,7 @@ async def affiliate_stats(
     names = await service.conversion_names(
         backends.state, principal.project_id, conversion_external_id, conversion_name
     )
-    figures = await service.stats(backends.warehouse, service.Scope(principal.project_id, affiliate.user, days, names))
+    figures = await service.stats(backends.warehouse, Scope(principal.project_id, affiliate.user, days, names))
     codes, tier = await service.codes_and_tier(backends.state, principal.project_id, affiliate)
     tier_json = None if tier is None else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank}
     levels = figures.levels
@@ -130,7 +131,7 @@ def _values(request: Request, name: str) -> tuple[str, ...] | None:
     return values or None
 
 
-def matching(request: Request) -> service.Matching:
+def matching(request: Request) -> Matching:
     statuses = _values(request, "statuses")
     wrong = [s for s in statuses or () if s.lower() not in STATUS_FILTER]
     if wrong:
@@ -139,7 +140,7 @@ def matching(request: Request) -> service.Matching:
     upper = [r.upper() for r in regions or ()]
     if any(r not in NAMED_REGIONS and r != "OTHER" for r in upper):
         raise bad_request(f"regions must be among {', '.join(REGIONS)}")
-    return service.Matching(
+    return Matching(
         statuses=None if statuses is None else tuple(filter(None, (STATUS_FILTER[s.lower()] for s in statuses))),
         regions=None if regions is None else tuple(r for r in upper if r != "OTHER"),
         other_regions_than=tuple(NAMED_REGIONS) if "OTHER" in upper else None,
@@ -198,7 +199,7 @@ async def referral_tree(
     conversions counted for the affiliate, and those of every user below it."""
     affiliate = await _affiliate(request, principal, user_identifier)
     backends = backends_of(request)
-    scope = service.Scope(principal.project_id, affiliate.user)
+    scope = Scope(principal.project_id, affiliate.user)
     tree = await service.referral_tree(backends.warehouse, backends.state, scope, affiliate)
     return ExactJSONResponse(node_json(tree, counts_itself=False)[0])
 
@@ -231,7 +232,7 @@ async def stats_breakdown(
     names = await service.conversion_names(
         backends.state, principal.project_id, conversion_external_id, conversion_name
     )
-    scope = service.Scope(principal.project_id, affiliate.user, days, names)
+    scope = Scope(principal.project_id, affiliate.user, days, names)
     found = await service.breakdown(backends.warehouse, scope, group_by, currency_id)
     label = await service.currency_label(backends.state, principal.project_id, currency_id)
     results = []
@@ -266,7 +267,7 @@ async def affiliate_new_traders(
     counted for it in the window (as a string, as the client declares it)."""
     days = window(date_from, date_to, this_month)
     affiliate = await _affiliate(request, principal, user_identifier)
-    scope = service.Scope(principal.project_id, affiliate.user, days)
+    scope = Scope(principal.project_id, affiliate.user, days)
     count = await service.new_traders(backends_of(request).warehouse, scope)
     return ExactJSONResponse([{"referrer_identifier": affiliate.user.identifier, "total_new_traders": str(count)}])
 
@@ -289,7 +290,7 @@ async def paid_volumes_by_level(
     affiliate (their volume, revenue and number): all time, this month, or `from` to `to` (both)."""
     days = window(date_from, date_to, this_month, both=True)
     affiliate = await _affiliate(request, principal, user_identifier)
-    scope = service.Scope(principal.project_id, affiliate.user, days)
+    scope = Scope(principal.project_id, affiliate.user, days)
     levels = await service.paid_by_level(backends_of(request).warehouse, scope)
     prefix = "payout_eligible_"
     return ExactJSONResponse(

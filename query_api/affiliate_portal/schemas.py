@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from query_api.affiliate_portal import service
+from query_api.affiliate_portal.figures import Earning, LevelFigures
 from rewards.domain.amounts import exact_sum
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
 from rewards.web.bounds import day_bound
@@ -42,7 +43,7 @@ def client_region(label: str | None) -> str | None:
     return NAMED_REGIONS.get(label.upper(), "Other") if label.isascii() else "Other"
 
 
-def earnings_json(earnings: list[service.Earning]) -> list[dict]:
+def earnings_json(earnings: list[Earning]) -> list[dict]:
     return [{"amount": e.amount, "currency": e.currency} for e in earnings]
 
 
@@ -117,13 +118,13 @@ class GetAffiliateStatsResponse(BaseModel):
     current_tier: AffiliatePortalTierView | None
 
 
-def all_levels(earnings: dict[int, list[service.Earning]]) -> list[service.Earning]:
+def all_levels(earnings: dict[int, list[Earning]]) -> list[Earning]:
     """Every level's earnings (commissions and referral rewards) summed per currency."""
     amounts: dict[str, list[Decimal]] = {}
     for level_earnings in earnings.values():
         for earning in level_earnings:
             amounts.setdefault(earning.currency, []).append(earning.amount)
-    return [service.Earning(currency, exact_sum(values)) for currency, values in sorted(amounts.items())]
+    return [Earning(currency, exact_sum(values)) for currency, values in sorted(amounts.items())]
 
 
 class GetAffiliateTotalStatsResponse(BaseModel):
@@ -147,14 +148,14 @@ class ReferralTreeNodeResponse(BaseModel):
     children: list["ReferralTreeNodeResponse"]
 
 
-def node_json(node: service.Node, counts_itself: bool = True) -> tuple[dict, service.LevelFigures]:
+def node_json(node: service.Node, counts_itself: bool = True) -> tuple[dict, LevelFigures]:
     """A node with its subtree, and the subtree's figures: the node's own conversions counted for the tree's root
     (the root's not: its figures are its referrals') and those of every user below it; `traders` counts the users
     of the subtree with any."""
     children = [node_json(child) for child in node.children]
-    own = node.figures if counts_itself else service.LevelFigures()
+    own = node.figures if counts_itself else LevelFigures()
     subtree = [own, *(figures for _, figures in children)]
-    figures = service.LevelFigures(
+    figures = LevelFigures(
         volume=exact_sum(f.volume for f in subtree),
         revenue=exact_sum(f.revenue for f in subtree),
         traders=(1 if own.attributions else 0) + sum(f.traders for _, f in children),

@@ -13,23 +13,32 @@ affiliate.
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date
 from decimal import Decimal
 
+from query_api.affiliate_portal.figures import (
+    DAYS,
+    KEY,
+    REFERRED_IN_DAYS,
+    REFERRER,
+    ZERO,
+    Earning,
+    LevelFigures,
+    Matching,
+    Scope,
+    by_part,
+    currency_condition,
+    earning_rows,
+    earnings_by_currency,
+    levels_of,
+    part_sql,
+)
 from rewards.domain.affiliates import LEVELS
-from rewards.domain.amounts import exact_sum
 from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
 from rewards.domain.payout_config import Tier, external_id
 from rewards.domain.payouts import POINT, User
 from rewards.ports import Affiliate, StateStore, Warehouse
 from schemas.clickhouse.values import param_chunks
 
-ZERO = Decimal(0)
-# The affiliate's (or a user's) key in the read models: a 128-bit hash of its identifier type and identifier.
-KEY = "reinterpretAsUInt128(sipHash128({type:String}, {id:String}))"
-DAYS = "day BETWEEN {first:Date32} AND {last:Date32}"
-REFERRED_IN_DAYS = "toDate32(referred_at) BETWEEN {first:Date32} AND {last:Date32}"
-REFERRER = f"project_id = {{project:String}} AND referrer_key = {KEY}"  # the affiliate's rows of referral_edges
 MAX_TREE_NODES = 10_000  # nodes of a referral tree answered at most: nearer levels first, then older referrals
 
 
@@ -52,61 +61,7 @@ async def affiliate_named(state: StateStore, project_id: str, identifier: str) -
     return next((found[user] for user in candidates if user in found), None)
 
 
-@dataclass(frozen=True)
-class Scope:
-    """One affiliate's figures: in `days` (first and last, inclusive; None: all time), of the conversions named
-    `names` (None: every conversion; empty: none)."""
-
-    project_id: str
-    affiliate: User
-    days: tuple[date, date] | None = None
-    names: tuple[str, ...] | None = None
-
-    def params(self) -> dict:
-        params = {"project": self.project_id, "type": self.affiliate.identifier_type, "id": self.affiliate.identifier}
-        if self.days is not None:
-            params.update(first=self.days[0].isoformat(), last=self.days[1].isoformat())
-        if self.names is not None:
-            params["names"] = list(self.names)
-        return params
-
-    def where(self, *, by_name: bool = True) -> str:
-        """The rows of the affiliate (by `user_key`) in the window (by `day`), of the conversions named (by `name`)."""
-        conditions = ["project_id = {project:String}", f"user_key = {KEY}"]
-        if self.days is not None:
-            conditions.append(DAYS)
-        if by_name and self.names is not None:
-            conditions.append("name IN {names:Array(String)}")
-        return " AND ".join(conditions)
-
-
 # -- figures -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LevelFigures:
-    volume: Decimal = ZERO
-    revenue: Decimal = ZERO
-    attributions: int = 0
-    traders: int = 0  # distinct converting users
-
-
-@dataclass(frozen=True)
-class Earning:
-    currency: str  # "point", or the token's name
-    amount: Decimal  # points, or whole tokens (the raw units divided by 10^decimals)
-
-
-def earnings_by_currency(rows: list[dict]) -> list[Earning]:
-    """Rows of (currency, currency_name, currency_decimals, amount) summed per currency name, in whole tokens: a token
-    of one name on several chains (USDC on two of them) is one currency."""
-    amounts: dict[str, list[Decimal]] = defaultdict(list)
-    for row in rows:
-        if row["currency"] == POINT:
-            amounts[POINT].append(Decimal(row["amount"]))
-        else:
-            amounts[row["currency_name"]].append(Decimal(row["amount"]).scaleb(-int(row["currency_decimals"])))
-    return [Earning(currency, exact_sum(values)) for currency, values in sorted(amounts.items())]
 
 
 @dataclass(frozen=True)
@@ -116,27 +71,6 @@ class Stats:
     end_user_volume: Decimal
     referred_ever: int  # users it referred, all time (a removed referral's too)
     referred_now: int  # less those whose referral was removed
-
-
-# The columns of a read that answers several parts in one query (UNION ALL), and what a part without one answers.
-PART_COLUMNS = {
-    "level": "toUInt8(0)", "currency": "''", "currency_name": "''", "currency_decimals": "toUInt8(0)",
-    "volume": "'0'", "revenue": "'0'", "attributions": "toUInt64(0)", "traders": "toUInt64(0)", "amount": "'0'",
-    "referred": "toUInt64(0)", "removed": "toUInt64(0)",
-}  # fmt: skip
-
-
-def part_sql(part: str, source: str, **columns: str) -> str:
-    """One part of such a read: `SELECT '<part>' AS part, <every column> FROM <source>`."""
-    values = ", ".join(f"{columns.get(name, default)} AS {name}" for name, default in PART_COLUMNS.items())
-    return f"SELECT '{part}' AS part, {values} FROM {source}"
-
-
-def by_part(rows: list[dict]) -> dict[str, list[dict]]:
-    parts: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        parts[row["part"]].append(row)
-    return parts
 
 
 # The stats' four reads in one query, one round trip ({where}: the scope's rows, put in by `replace`): per level, the
@@ -173,22 +107,12 @@ async def stats(warehouse: Warehouse, scope: Scope) -> Stats:
     referred_ever = int(referred[0]["referred"]) if referred else 0
     removed = int(referred[0]["removed"]) if referred else 0
     return Stats(
-        levels=_levels(parts["level"]),
+        levels=levels_of(parts["level"]),
         earnings={level: earnings_by_currency(by_level[level]) for level in range(0, len(LEVELS) + 1)},
         end_user_volume=Decimal(own[0]["volume"]) if own else ZERO,
         referred_ever=referred_ever,
         referred_now=max(referred_ever - removed, 0),
     )
-
-
-def _levels(rows: list[dict]) -> dict[int, LevelFigures]:
-    found = {
-        int(row["level"]): LevelFigures(
-            Decimal(row["volume"]), Decimal(row["revenue"]), int(row["attributions"]), int(row.get("traders", 0))
-        )
-        for row in rows
-    }
-    return {level: found.get(level, LevelFigures()) for level in LEVELS}
 
 
 PAID_SQL = (
@@ -201,7 +125,7 @@ PAID_SQL = (
 async def paid_by_level(warehouse: Warehouse, scope: Scope) -> dict[int, LevelFigures]:
     """Per level, the conversions whose commission at that level was paid to the affiliate: their value, revenue
     and number."""
-    return _levels(await warehouse.query(PAID_SQL.format(where=scope.where(by_name=False)), scope.params()))
+    return levels_of(await warehouse.query(PAID_SQL.format(where=scope.where(by_name=False)), scope.params()))
 
 
 # Users the affiliate referred (level 1) first in the window, who made a conversion counted for it in the window.
@@ -251,16 +175,6 @@ BREAKDOWN_REFERRALS_SQL = (
     "SELECT toString({period}) AS period, countIf(user_identifier != '') AS referred FROM referral_edges"
     " WHERE {referrer} AND {in_days} GROUP BY period"
 )
-
-
-def currency_condition(currency: str) -> str:
-    """The rows of one currency: points, or a token named by its address or its name (any case)."""
-    if currency.lower() == POINT:
-        return "currency = 'point'"
-    return (
-        "currency != 'point'"
-        " AND (lower(currency) = lower({currency:String}) OR lower(currency_name) = lower({currency:String}))"
-    )
 
 
 async def breakdown(warehouse: Warehouse, scope: Scope, group_by: str, currency: str) -> dict[str, Period]:
@@ -387,34 +301,6 @@ async def referral_tree(warehouse: Warehouse, state: StateStore, scope: Scope, r
 
 
 @dataclass(frozen=True)
-class Matching:
-    """Registered affiliates passing the filters (each None: no filter; OR within a filter, AND across)."""
-
-    statuses: tuple[str, ...] | None = None  # §4 statuses
-    regions: tuple[str, ...] | None = None  # region labels, upper-case (ASCII)
-    other_regions_than: tuple[str, ...] | None = None  # also any region label none of these (upper-case) names
-    audiences: tuple[str, ...] | None = None
-
-    def conditions(self, params: dict) -> str:
-        """On a table of affiliates' `status` ('' until registered), `region` and `audience`."""
-        conditions = ["project_id = {project:String}", "status != ''"]
-        if self.statuses is not None:
-            conditions.append("status IN {statuses:Array(String)}")
-            params["statuses"] = list(self.statuses)
-        if self.regions is not None or self.other_regions_than is not None:
-            regions = ["upper(ifNull(region, '')) IN {regions:Array(String)}"]
-            params["regions"] = list(self.regions or ())
-            if self.other_regions_than is not None:
-                regions.append("(region IS NOT NULL AND upper(region) NOT IN {known_regions:Array(String)})")
-                params["known_regions"] = list(self.other_regions_than)
-            conditions.append(f"({' OR '.join(regions)})")
-        if self.audiences is not None:
-            conditions.append("audience IN {audiences:Array(String)}")
-            params["audiences"] = list(self.audiences)
-        return " AND ".join(conditions)
-
-
-@dataclass(frozen=True)
 class Totals:
     affiliates: int
     active: int
@@ -433,18 +319,6 @@ TOTALS_SQL = (
     " mapApply((currency, amount) -> (currency, toString(amount)), sumMap(earnings)) AS earnings"
     " FROM affiliate_portal_totals FINAL WHERE {conditions}"
 )
-
-
-def earning_rows(earnings: dict[str, str]) -> list[dict]:
-    """affiliate_portal_totals' earnings (by `point`, or `<decimals>:<name>` of a token) as rows of currencies."""
-    rows = []
-    for key, amount in earnings.items():
-        if key == POINT:
-            rows.append({"currency": POINT, "currency_name": "", "currency_decimals": 0, "amount": amount})
-        else:
-            decimals, name = key.split(":", 1)
-            rows.append({"currency": key, "currency_name": name, "currency_decimals": decimals, "amount": amount})
-    return rows
 
 
 async def totals(warehouse: Warehouse, project_id: str, matching: Matching) -> Totals:

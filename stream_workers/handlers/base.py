@@ -1,0 +1,90 @@
+"""What a handler of one record type does for a delivery, and what it is given: its project's state, read once per
+delivery, and the delivery's writes to add to."""
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from rewards.adapters import dedup_archive
+from rewards.domain import payouts as engine
+from rewards.domain.payout_config import EMPTY_CONFIG
+from rewards.domain.payouts import User
+from rewards.domain.timestamps import now_ms
+from rewards.ports import StateStore, Warehouse
+from schemas.clickhouse.values import ch_datetime
+from stream_workers import rows
+from stream_workers.writes import Writes
+
+
+@dataclass
+class Referrals:
+    """What the warehouse holds of a project's referrals for a delivery's code uses (counted on as uses are added)."""
+
+    uses: dict[str, int] = field(default_factory=dict)  # uses of each code used in the delivery
+    referred: set[User] = field(default_factory=set)  # users of the delivery already referred
+
+
+@dataclass
+class Project:
+    """What a delivery's records need of their project's state, read once per delivery (each handler's `plan`)."""
+
+    rules: engine.Rules  # the project's configuration, looked up once per delivery
+    # The conversions' (handlers/conversion.py):
+    chains: dict[User, list[User]] = field(default_factory=dict)  # the referrers of the users whose conversions pay
+    tiers: dict[User, str | None] = field(default_factory=dict)  # the tier of each level-1 referrer among them
+    codes: dict[User, str] = field(default_factory=dict)  # the code each referred user among them was referred through
+    rebates: dict[str, Decimal] = field(default_factory=dict)  # the rebate rates of those codes that have one
+    # The code uses' (handlers/code_use.py), which a referral removed changes too:
+    referrals: Referrals = field(default_factory=Referrals)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A project whose stored configuration cannot be read (stored before today's checks)."""
+
+    reason: str
+
+
+def usable(project: Project | Unusable) -> Project:
+    """The project's state; a project whose configuration cannot be read pays nothing."""
+    return project if isinstance(project, Project) else Project(engine.Rules(EMPTY_CONFIG))
+
+
+class Handler:
+    """What the worker does with the records of one type: the table `stream_workers.handlers.HANDLERS`."""
+
+    record_type: type
+    pays = False  # paid under the project's configuration: set aside when that cannot be read
+    reads_project = True  # its project's state is read for it
+
+    def written_key(self, record) -> tuple[str, str] | None:
+        """(kind, id) of a record that must be written once, as `dedup_ids` holds it; None: not such a record."""
+        return None
+
+    def written_at(self, record) -> int:
+        """The time of its `dedup_ids` row (its window)."""
+        return now_ms()
+
+    def written_row(self, record, failed: bool = False) -> dict:
+        """The record's `dedup_ids` row: what tells a later delivery that it was written."""
+        kind, key = self.written_key(record)
+        return dedup_archive.row(record.project_id, kind, key, ch_datetime(self.written_at(record)), failed)
+
+    async def plan(
+        self, project_id: str, project: Project, records: list, state: StateStore, warehouse: Warehouse
+    ) -> None:
+        """Read into `project` what `records` (this type's of the project, maybe none) need of its state."""
+
+    def refusal(self, record, project: Project | Unusable | None) -> str | None:
+        """Why the record is set aside before it is computed; None: it is computed."""
+        return project.reason if self.pays and isinstance(project, Unusable) else None
+
+    def add(self, record, project: Project, writes: Writes, created: int) -> None:
+        """Add the record's rows. Every row is computed first (that may raise), then added (that cannot): a record
+        that fails leaves nothing behind, and is set aside whole."""
+        raise NotImplementedError
+
+    def dead_letter(self, record, reason: str, token: str, created: int) -> dict:
+        return rows.dead_letter_row(record, reason, token, created)
+
+    def set_aside(self, record, writes: Writes) -> None:
+        """What else a record set aside writes besides its dead letter."""

@@ -51,6 +51,24 @@ class Principal:
 
 
 @dataclass(frozen=True)
+class ProjectInfo:
+    project_id: str
+    name: str
+    created_ms: int
+    deleted_ms: int | None
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What an operator may see of an API key: never its secret, nor its hash."""
+
+    key_id: str
+    scopes: tuple[str, ...]
+    created_ms: int
+    revoked_ms: int | None
+
+
+@dataclass(frozen=True)
 class Referral:
     code: str
     referrer: User
@@ -84,8 +102,20 @@ class ProjectStore(Protocol):
     async def create_project(self, name: str) -> str: ...
     async def delete_project(self, project_id: str) -> bool: ...
     async def project_exists(self, project_id: str) -> bool: ...
+    async def get_project(self, project_id: str) -> ProjectInfo | None:
+        """The project, deleted or not; None if it never existed."""
+
+    async def list_projects(self) -> list[ProjectInfo]:
+        """Every project, deleted ones too, oldest first (an operator's listing: on Redis, a scan of the keyspace)."""
+
     async def create_key(self, project_id: str, scopes: Sequence[str]) -> str: ...
     async def revoke_key(self, api_key: str) -> bool: ...
+    async def revoke_key_id(self, key_id: str) -> bool:
+        """Revoke the key of this id (an operator who lost the key itself); False if unknown or already revoked."""
+
+    async def list_keys(self, project_id: str) -> list[KeyInfo]:
+        """The project's keys, revoked ones too, oldest first (on Redis, a scan of the keyspace)."""
+
     async def resolve_key(self, api_key: str) -> Principal | None: ...
     async def get_config(self, project_id: str) -> PayoutConfig: ...
     async def put_config(self, project_id: str, config: PayoutConfig) -> None: ...

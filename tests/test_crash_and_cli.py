@@ -53,6 +53,18 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
     key = rewards("key", "create", "--project", project, "--scope", "service_role", data_dir=data)
     body = json.loads(key.stdout)
     assert body["project_id"] == project and body["scopes"] == ["service_role"] and body["api_key"].startswith("rk_")
+    listed = {p["project_id"]: p for p in json.loads(rewards("project", "list", data_dir=data).stdout)}
+    assert listed[project]["name"] == "cli" and listed[project]["deleted_at"] is None
+    spare = json.loads(rewards("key", "create", "--project", project, data_dir=data).stdout)["api_key"]
+    keys = rewards("key", "list", "--project", project, data_dir=data)
+    assert body["api_key"].split("_")[2] not in keys.stdout and spare.split("_")[2] not in keys.stdout  # no secret
+    assert {(k["key_id"], tuple(k["scopes"]), k["revoked_at"]) for k in json.loads(keys.stdout)} == {
+        (body["api_key"].split("_")[1], ("service_role",), None),
+        (spare.split("_")[1], (), None),
+    }
+    assert rewards("key", "revoke", "--id", spare.split("_")[1], data_dir=data).returncode == 0
+    assert rewards("key", "revoke", "--id", spare.split("_")[1], data_dir=data).returncode == 1
+    assert rewards("key", "list", "--project", "nope", data_dir=data).returncode == 1
 
     config_file = tmp_path / "config.yaml"
     config_file.write_text(
@@ -123,8 +135,8 @@ def test_serve_on_a_busy_port_says_so_before_anything_starts(tmp_path):
 @pytest.mark.parametrize(
     "command",
     [[], ["serve"], ["ingest-api"], ["query-api"], ["workers"], ["migrate"], ["bound-redis-keys"], ["project"],
-     ["project", "create"], ["project", "delete"], ["project", "config"], ["key"], ["key", "create"],
-     ["key", "revoke"]],
+     ["project", "create"], ["project", "list"], ["project", "delete"], ["project", "config"], ["key"],
+     ["key", "create"], ["key", "list"], ["key", "revoke"]],
 )  # fmt: skip
 def test_help_names_what_each_option_takes_not_its_python_type(command):
     """(typer still shows an argument's type: `API_KEY <str>`.)"""

@@ -41,11 +41,50 @@ def key_create(
     emit({"api_key": api_key, "project_id": project, "scopes": scopes})
 
 
+@key_app.command("list")
+def key_list(
+    project: Annotated[str, typer.Option("--project", metavar="ID")], data_dir: DataDir = DEFAULT_DATA_DIR
+) -> None:
+    """List a project's keys (revoked ones too, oldest first): each key's id, scopes, creation and revocation times.
+    A key itself is shown only when it is created, and never stored."""
+    from rewards.domain.timestamps import format_timestamp
+
+    async def listing(state):
+        if await state.get_project(project) is None:
+            return None
+        return await state.list_keys(project)
+
+    found = with_state(data_dir, listing)
+    if found is None:
+        fail(f"project {project} not found")
+    emit(
+        [
+            {
+                "key_id": k.key_id,
+                "scopes": list(k.scopes),
+                "created_at": format_timestamp(k.created_ms),
+                "revoked_at": None if k.revoked_ms is None else format_timestamp(k.revoked_ms),
+            }
+            for k in found
+        ]
+    )
+
+
 @key_app.command("revoke")
 def key_revoke(
-    api_key: Annotated[str, typer.Argument(metavar="API_KEY")], data_dir: DataDir = DEFAULT_DATA_DIR
+    api_key: Annotated[str | None, typer.Argument(metavar="API_KEY", show_default=False)] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--id", metavar="KEY_ID", help="Revoke by the key's id (`key list`), not the key")
+    ] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Revoke an API key: requests with it answer 401 from now on (the project stays)."""
-    if not with_state(data_dir, lambda state: state.revoke_key(api_key)):
+    """Revoke an API key, given itself or its id: requests with it answer 401 from now on (the project stays)."""
+    if (api_key is None) == (key_id is None):
+        fail("pass either the API key or --id KEY_ID")
+    if api_key is not None:
+        revoked = with_state(data_dir, lambda state: state.revoke_key(api_key))
+    else:
+        revoked = with_state(data_dir, lambda state: state.revoke_key_id(key_id))
+    if not revoked:
         fail("unknown or already revoked key")
     emit({"revoked": True})

@@ -21,6 +21,25 @@ def project_create(
     emit({"project_id": project_id})
 
 
+@project_app.command("list")
+def project_list(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """List every project (deleted ones too, oldest first): its id, name, creation and deletion times."""
+    from rewards.domain.timestamps import format_timestamp
+
+    projects = with_state(data_dir, lambda state: state.list_projects())
+    emit(
+        [
+            {
+                "project_id": p.project_id,
+                "name": p.name,
+                "created_at": format_timestamp(p.created_ms),
+                "deleted_at": None if p.deleted_ms is None else format_timestamp(p.deleted_ms),
+            }
+            for p in projects
+        ]
+    )
+
+
 @project_app.command("delete")
 def project_delete(
     project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR

@@ -9,7 +9,7 @@ from rewards.domain import keys
 from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.timestamps import now_ms
-from rewards.ports import Principal
+from rewards.ports import KeyInfo, Principal, ProjectInfo
 
 
 class SqliteProjectStore(SqliteStateBase):
@@ -37,6 +37,36 @@ class SqliteProjectStore(SqliteStateBase):
             lambda c: c.execute("SELECT 1 FROM projects WHERE id = ? AND deleted_ms IS NULL", (project_id,)).fetchone()
         )
         return row is not None
+
+    async def get_project(self, project_id: str) -> ProjectInfo | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT id, name, created_ms, deleted_ms FROM projects WHERE id = ?", (project_id,)
+            ).fetchone()
+        )
+        return None if row is None else _project(row)
+
+    async def list_projects(self) -> list[ProjectInfo]:
+        query = "SELECT id, name, created_ms, deleted_ms FROM projects ORDER BY created_ms, id"
+        rows = await self._db.run(lambda c: c.execute(query).fetchall())
+        return [_project(row) for row in rows]
+
+    async def list_keys(self, project_id: str) -> list[KeyInfo]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT id, scopes, created_ms, revoked_ms FROM api_keys WHERE project_id = ? ORDER BY created_ms, id",
+                (project_id,),
+            ).fetchall()
+        )
+        return [KeyInfo(r["id"], tuple(json.loads(r["scopes"])), r["created_ms"], r["revoked_ms"]) for r in rows]
+
+    async def revoke_key_id(self, key_id: str) -> bool:
+        cursor = await self._db.run(
+            lambda c: c.execute(
+                "UPDATE api_keys SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL", (now_ms(), key_id)
+            )
+        )
+        return cursor.rowcount == 1
 
     async def create_key(self, project_id: str, scopes: Sequence[str]) -> str:
         api_key, key_id, secret_hash = keys.new_key()
@@ -109,3 +139,7 @@ class SqliteProjectStore(SqliteStateBase):
             ).fetchone()
         )
         return None if row is None else StoredSigner(address=row["address"], sealed_key=row["sealed_key"])
+
+
+def _project(row) -> ProjectInfo:
+    return ProjectInfo(row["id"], row["name"], row["created_ms"], row["deleted_ms"])

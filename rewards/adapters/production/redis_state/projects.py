@@ -18,7 +18,7 @@ from rewards.domain import keys
 from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import EMPTY_CONFIG, PayoutConfig
 from rewards.domain.timestamps import now_ms
-from rewards.ports import Principal
+from rewards.ports import KeyInfo, Principal, ProjectInfo
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +48,41 @@ class RedisProjectStore(RedisStateBase):
     async def project_exists(self, project_id: str) -> bool:
         name, deleted = await self._redis.hmget(ProjectKeys(project_id).project(), ["name", "deleted_ms"])
         return name is not None and deleted is None
+
+    async def get_project(self, project_id: str) -> ProjectInfo | None:
+        row = await self._redis.hgetall(ProjectKeys(project_id).project())
+        if "name" not in row:
+            return None
+        deleted = row.get("deleted_ms")
+        return ProjectInfo(project_id, row["name"], int(row["created_ms"]), None if deleted is None else int(deleted))
+
+    async def list_projects(self) -> list[ProjectInfo]:
+        """A SCAN of the keyspace (every master of a cluster): there is no index of projects to keep exact, and this is
+        an operator's rare listing (seconds at millions of keys)."""
+        found = []
+        async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:project", count=1000):
+            project_id = key.split("{", 1)[1].split("}", 1)[0]
+            if key == ProjectKeys(project_id).project() and (project := await self.get_project(project_id)):
+                found.append(project)
+        return sorted(found, key=lambda p: (p.created_ms, p.project_id))
+
+    async def list_keys(self, project_id: str) -> list[KeyInfo]:
+        """A SCAN of the keyspace, as list_projects."""
+        found = []
+        async for key in self._redis.scan_iter(match=redis_keys.api_key("*"), count=1000):
+            row = await self._redis.hgetall(key)
+            if row.get("project_id") == project_id:
+                revoked = row.get("revoked_ms")
+                scopes = tuple(json.loads(row["scopes"]))
+                key_id = key.removeprefix(redis_keys.api_key(""))
+                found.append(KeyInfo(key_id, scopes, int(row["created_ms"]), None if revoked is None else int(revoked)))
+        return sorted(found, key=lambda k: (k.created_ms, k.key_id))
+
+    async def revoke_key_id(self, key_id: str) -> bool:
+        row = await self._redis.hgetall(redis_keys.api_key(key_id))
+        if not row or "revoked_ms" in row:
+            return False
+        return await self._tell_key_change(self._scripts.revoke_key, redis_keys.api_key(key_id), f"key {key_id}")
 
     async def create_key(self, project_id: str, scopes: Sequence[str]) -> str:
         api_key, key_id, secret_hash = keys.new_key()

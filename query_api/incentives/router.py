@@ -4,7 +4,7 @@ client's getIncentivesByTier and getConversions read it. GET /conversions is als
 
 from fastapi import APIRouter, Query
 
-from query_api.incentives import service
+from query_api.incentives import schemas, service
 from rewards.web.dependencies import Caller, StateDep
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
@@ -23,9 +23,10 @@ async def terms_by_tier(
     """The terms of each conversion rule per tier: the default bucket (`tier_id` null: affiliates without a tier of
     their own, at the rates of the configuration's `default_tier`) then every tier by rank, or those of `tier_ids`."""
     wanted = None if tier_ids is None else [i.strip() for i in tier_ids.split(",") if i.strip()] or None
+    config = await service.project_config(state, principal.project_id)
     try:
-        return ExactJSONResponse(await service.project_terms_by_tier(state, principal.project_id, wanted))
-    except service.UnknownTiers as exc:
+        return ExactJSONResponse(schemas.terms_by_tier(config, wanted))
+    except schemas.UnknownTiers as exc:
         raise bad_request(str(exc)) from exc
 
 
@@ -33,4 +34,4 @@ async def terms_by_tier(
 async def conversions(principal: Caller, state: StateDep):
     """The conversion rules of the configuration in the client's `Conversion` shape (the query the client may send,
     `user_identifier` and `identifier_type`, is ignored, as its docs say)."""
-    return ExactJSONResponse(await service.project_conversions(state, principal.project_id))
+    return ExactJSONResponse(schemas.conversions(await service.project_config(state, principal.project_id)))

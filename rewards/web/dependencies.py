@@ -1,9 +1,9 @@
 """What a handler uses, declared in its signature as typed dependencies (`state: StateDep`, `principal: Caller`): the
 engines this process runs on (rewards.web.backends, opened once at start-up) and the principal of the request's key
-(rewards.web.auth.guard, its scope checked and its call counted as before). None reads a parameter of the request, so
-none adds anything to the OpenAPI document.
+(rewards.web.auth.guard: the key authenticated, its scope checked, its call counted). None reads a parameter of the
+request, so none adds anything to the OpenAPI document.
 
-Each is an `async def` of one attribute read: FastAPI runs a plain `def` dependency in its thread pool."""
+Each is an `async def` reading what start-up opened: FastAPI runs a plain `def` dependency in its thread pool."""
 
 from dataclasses import dataclass
 from typing import Annotated
@@ -18,7 +18,9 @@ from rewards.web.backpressure import Backpressure
 
 # -- the principal ------------------------------------------------------------------------------------------------
 # An operation with a scope of its own or a rate limit declares its principal beside it:
-# `Annotated[Principal, Depends(guard(scope, operation))]`.
+# `Annotated[Principal, Depends(guard(scope, operation))]`. One guard per alias: FastAPI resolves a dependency once a
+# request, so a handler and its query class (query_api.user_payouts.schemas.UserQuery) both naming Caller authenticate
+# the key once.
 
 Caller = Annotated[Principal, Depends(guard(None))]  # any key of the project
 ServiceCaller = Annotated[Principal, Depends(guard("service_role"))]  # a key with the service_role scope

@@ -6,7 +6,7 @@ from query_api.claim_checks.router import router as claim_checks_router
 from query_api.console.router import pages as console_pages
 from query_api.console.router import router as console_router
 from query_api.incentives.router import router as incentives_router
-from query_api.leaderboards.payout_boards import router as payout_boards_router
+from query_api.leaderboards.router import payout_boards as payout_boards_router
 from query_api.leaderboards.router import router as leaderboards_router
 from query_api.payouts.router import router as payouts_router
 from query_api.user_payouts.router import router as user_payouts_router

@@ -5,91 +5,34 @@ The client maps their errors by message: a message array is its ValidationError,
 its own errors."""
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ValidationError
 
 from ingest_api.affiliates import service
+from ingest_api.affiliates.schemas import (
+    CLIENT_FORM_FIELDS,
+    CreateAffiliate,
+    CreateAffiliateCode,
+    UpdateAffiliateCode,
+    UpdateRebateRate,
+    affiliate_code_json,
+)
 from rewards.domain.affiliates import affiliate_json
 from rewards.domain.codes import affiliate_code_problem
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.limits import LimitError
-from rewards.domain.payout_config import Label
 from rewards.domain.payouts import User
 from rewards.domain.referrals import json_number, parse_rebate_rate
-from rewards.domain.timestamps import format_timestamp
-from rewards.ports import Principal
-from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.ports import EventLog, StateStore
+from rewards.web.dependencies import AffiliateFiguresDep, EventLogDep, ServiceCaller, StateDep
 from rewards.web.errors import ApiError, bad_request, validation_messages
-from rewards.web.fields import Integer
 from rewards.web.numbers import ExactJSONResponse
 from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
 from rewards.web.requests import json_body, parse_user, request_fields
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
-
-
-class CreateAffiliate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user_identifier: str
-    user_identifier_type: str
-    name: str | None = Field(None, max_length=256)
-    status: Literal["active", "pending", "suspended"] = "active"
-    region: Label | None = Field(None, max_length=64)
-    audience: Label | None = Field(None, max_length=64)
-    tax_status: Literal["verified", "pending", "exempt", "missing"] = "missing"
-    tier: Label | None = Field(None, max_length=64)
-
-
-ChainId = Annotated[Integer, Field(ge=0, le=2**63 - 1)] | None
-Signature = Annotated[str, Field(max_length=1024)] | None
-
-
-class Signed(BaseModel):
-    """The signature fields of the client's affiliate writes: stored with the code, and checked when the project
-    verifies signatures (rewards.domain.signatures)."""
-
-    model_config = ConfigDict(extra="ignore")
-    signature: Signature = None
-    signature_public_key: Signature = None
-    account_chain_id: ChainId = None
-
-    def proof(self) -> dict:
-        return self.model_dump(include={"signature", "signature_public_key", "account_chain_id"}, exclude_none=True)
-
-
-class CreateAffiliateCode(Signed):
-    """POST /affiliates as the published client sends it (`createAffiliateCode`): the user as `address` and
-    `identifier_type`, the code chosen, its `name` (the client sends the code again), a rebate rate (0 to 1)."""
-
-    address: str
-    identifier_type: str
-    code: str
-    name: str | None = Field(None, max_length=256)
-    user_rebate_rate: Any = None  # a number from 0 to 1 (rewards.domain.referrals.parse_rebate_rate)
-
-
-class UpdateAffiliateCode(Signed):
-    """POST /affiliates/{user_identifier} (`updateAffiliateCode`): the new name of the user's affiliate code."""
-
-    code: str
-    identifier_type: str
-    user_identifier: str | None = None  # the path's, sent again by the client
-
-
-class UpdateRebateRate(Signed):
-    """POST /affiliates/{user_identifier}/rebate-rate (`updateRebateRate`): one of the user's codes' rebate rate."""
-
-    identifier_type: str
-    code: str = Field(max_length=64)  # any code of the user's, generated or chosen
-    rebate_rate: Any = Field(...)  # a number from 0 to 1
-    source_project_id: str | None = Field(None, max_length=256)  # the client's, for calls without a key: ignored
-
-
-# Fields only the client's form has: a body naming one of them, and not `user_identifier`, is createAffiliateCode's.
-CLIENT_FORM_FIELDS = frozenset({"address", "identifier_type", "code"})
 
 
 def _create_body_doc() -> dict:
@@ -134,21 +77,6 @@ async def _client_fields(request: Request, model: type[BaseModel]) -> Any:
         raise _invalid(exc.message if isinstance(exc.message, list) else [exc.message]) from exc
 
 
-def _affiliate_code_json(made: service.AffiliateCode) -> dict:
-    """The client's CreateAffiliateResponse: strings where it declares strings ("" for none)."""
-    affiliate, code = made.affiliate, made.code
-    return {
-        "id": affiliate.id,
-        "name": affiliate.name or "",
-        "code": code.code,
-        "user_identifier": affiliate.user.identifier,
-        "user_identifier_type": affiliate.user.identifier_type,
-        "region": affiliate.region or "",
-        "updated_at": format_timestamp(made.updated_at_ms),
-        "rebate_rate": None if code.rebate_rate is None else json_number(code.rebate_rate),
-    }
-
-
 CODE_WRITES = {
     404: {"description": "The user has no affiliate code (or not that one)"},
     409: {"description": "Code in use: another code has or had this name"},
@@ -168,25 +96,26 @@ CODE_WRITES = {
         **LOG_UNAVAILABLE,
     },
 )
-async def create_affiliate(request: Request, principal: Principal = Depends(guard("service_role"))):
+async def create_affiliate(
+    request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep, figures: AffiliateFiguresDep
+):
     raw = json_body(await request.body())
     if isinstance(raw, dict) and "user_identifier" not in raw and CLIENT_FORM_FIELDS & raw.keys():
-        return await _create_affiliate_code(request, raw, principal)
+        return await _create_affiliate_code(state, log, principal.project_id, raw)
     try:
         fields = CreateAffiliate.model_validate(raw)
     except ValidationError as exc:
         raise bad_request(validation_messages(exc)) from exc
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
-    backends = backends_of(request)
     registered = await service.register(
-        backends.state, backends.log, backends.figures, principal.project_id, user,
+        state, log, figures, principal.project_id, user,
         **fields.model_dump(exclude={"user_identifier", "user_identifier_type"}),
     )  # fmt: skip
     body = affiliate_json(registered.affiliate, registered.config, registered.codes, registered.figures)
     return ExactJSONResponse(body, status_code=201)
 
 
-async def _create_affiliate_code(request: Request, raw: dict, principal: Principal) -> ExactJSONResponse:
+async def _create_affiliate_code(state: StateStore, log: EventLog, project_id: str, raw: dict) -> ExactJSONResponse:
     """API.md §7 `createAffiliateCode`: the code, and the user's registration as an affiliate if it is not one."""
     try:
         fields = CreateAffiliateCode.model_validate(raw)
@@ -195,11 +124,8 @@ async def _create_affiliate_code(request: Request, raw: dict, principal: Princip
     user = _user(fields.address, fields.identifier_type, "address")
     code = _code(fields.code)
     rate = None if fields.user_rebate_rate is None else _rate(fields.user_rebate_rate, "user_rebate_rate")
-    backends = backends_of(request)
-    made = await service.create_affiliate_code(
-        backends.state, backends.log, principal.project_id, user, code, fields.name, rate, fields.proof()
-    )
-    return ExactJSONResponse(_affiliate_code_json(made), status_code=201)
+    made = await service.create_affiliate_code(state, log, project_id, user, code, fields.name, rate, fields.proof())
+    return ExactJSONResponse(affiliate_code_json(made), status_code=201)
 
 
 # The user is one path segment (the client sends it raw; an identifier holding `/` cannot be named here).
@@ -208,30 +134,24 @@ async def _create_affiliate_code(request: Request, raw: dict, principal: Princip
     openapi_extra=request_body_doc(UpdateRebateRate),
     responses={404: {"description": "The code is not one of the user's"}},
 )
-async def update_rebate_rate(
-    request: Request, user_identifier: str, principal: Principal = Depends(guard("service_role"))
-):
+async def update_rebate_rate(request: Request, principal: ServiceCaller, state: StateDep, user_identifier: str):
     """API.md §7 `updateRebateRate`: the share (0 to 1) of each level-1 commission through the code that goes to the
     referred user, for conversions processed from now on."""
     fields: UpdateRebateRate = await _client_fields(request, UpdateRebateRate)
     user = _user(user_identifier, fields.identifier_type, "user_identifier")
     rate = _rate(fields.rebate_rate, "rebate_rate")
-    state = backends_of(request).state
     record = await service.set_rebate_rate(state, principal.project_id, user, fields.code, rate, fields.proof())
     return ExactJSONResponse({"code": record.code, "rebate_rate": json_number(record.rebate_rate)})
 
 
 @router.post("/{user_identifier}", openapi_extra=request_body_doc(UpdateAffiliateCode), responses=CODE_WRITES)
 async def update_affiliate_code(
-    request: Request, user_identifier: str, principal: Principal = Depends(guard("service_role"))
+    request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep, user_identifier: str
 ):
     """API.md §7 `updateAffiliateCode`: the user's affiliate code takes the new name. It stays the same code: its uses,
     referrals, rebate rate and figures go with it, and its former names stay its own (links with them still work)."""
     fields: UpdateAffiliateCode = await _client_fields(request, UpdateAffiliateCode)
     user = _user(user_identifier, fields.identifier_type, "user_identifier")
     code = _code(fields.code)
-    backends = backends_of(request)
-    renamed = await service.rename_affiliate_code(
-        backends.state, backends.log, principal.project_id, user, code, fields.proof()
-    )
-    return ExactJSONResponse(_affiliate_code_json(renamed))
+    renamed = await service.rename_affiliate_code(state, log, principal.project_id, user, code, fields.proof())
+    return ExactJSONResponse(affiliate_code_json(renamed))

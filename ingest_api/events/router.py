@@ -1,6 +1,8 @@
 """POST /events/batch, POST /events, GET /events/status (API.md §3; §7's tracking events on POST /events): HTTP to
 ingest_api.events.service and ingest_api.events.tracking."""
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
@@ -12,13 +14,16 @@ from ingest_api.events.validation import parse_json, validate_batch, validate_ev
 from rewards.domain.tracking import names_project
 from rewards.ports import Principal
 from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.web.dependencies import Caller, Intake, IntakeDep, StateDep
 from rewards.web.errors import ApiError, bad_request
 from rewards.web.openapi import LOG_UNAVAILABLE
 from rewards.web.requests import parse_user
 from schemas.events import BatchIn, EventIn, FuulEvent
 
 router = APIRouter(tags=["events"])
+
+BatchSender = Annotated[Principal, Depends(guard("SendTrackingEvent", "events_batch"))]
+EventSender = Annotated[Principal, Depends(guard("SendTrackingEvent", "events_single"))]
 
 
 def _json_body(model) -> dict:
@@ -45,7 +50,8 @@ BATCH_RESPONSES = {
 @router.post("/events/batch", openapi_extra=_json_body(BatchIn), responses=BATCH_RESPONSES)
 async def post_batch(
     request: Request,
-    principal: Principal = Depends(guard("SendTrackingEvent", "events_batch")),
+    principal: BatchSender,
+    intake: IntakeDep,
     idempotency_key: str | None = Header(None, max_length=255),
 ):
     body = await request.body()
@@ -53,9 +59,8 @@ async def post_batch(
         events = validate_batch(parse_json(body))
     except InvalidEvents as exc:
         raise bad_request(exc.messages) from exc
-    backends = backends_of(request)
     idempotency = None if idempotency_key is None else (idempotency_key, body)
-    count, replay = await _accept(backends, principal.project_id, events, idempotency)
+    count, replay = await _accept(intake, principal.project_id, events, idempotency)
     if replay is not None:
         return Response(replay, media_type="application/json")
     return {"ingested_events": count}
@@ -73,7 +78,7 @@ async def post_batch(
         **LOG_UNAVAILABLE,
     },
 )
-async def post_event(request: Request, principal: Principal = Depends(guard("SendTrackingEvent", "events_single"))):
+async def post_event(request: Request, principal: EventSender, intake: IntakeDep):
     """One §3 event (with a dedup_id), or a tracking event of the published client (API.md §7: without one)."""
     raw = _valid(parse_json, await request.body())
     if is_tracking_event(raw):
@@ -82,14 +87,13 @@ async def post_event(request: Request, principal: Principal = Depends(guard("Sen
         _check_projects(request.query_params.getlist("project_id"), principal.project_id)
         tracked = _valid(validate_tracking_event, raw)
         _check_projects(tracked.project_ids, principal.project_id)
-        backends = backends_of(request)
-        windows = tracking.Windows(attribution_s=backends.settings.attribution_window)
+        windows = tracking.Windows(attribution_s=intake.attribution_window_s)
         count = await tracking.track(
-            backends.state, backends.log, backends.backpressure, principal.project_id, tracked, windows
+            intake.state, intake.log, intake.backpressure, principal.project_id, tracked, windows
         )
         return JSONResponse({"ingested_events": count}, status_code=201)  # 0: an exact repeat, never a 409
     event = _valid(validate_event, raw)
-    count, _ = await _accept(backends_of(request), principal.project_id, [event], None)
+    count, _ = await _accept(intake, principal.project_id, [event], None)
     if count == 0:
         raise ApiError(409, "Event already exists")
     return JSONResponse({"ingested_events": 1}, status_code=201)
@@ -108,20 +112,19 @@ def _check_projects(named, project_id: str) -> None:
         raise ApiError(403, "project_id is not this key's project")
 
 
-async def _accept(backends, project_id, events, idempotency):
-    return await service.accept(backends.state, backends.log, backends.backpressure, project_id, events, idempotency)
+async def _accept(intake: Intake, project_id, events, idempotency):
+    return await service.accept(intake.state, intake.log, intake.backpressure, project_id, events, idempotency)
 
 
 @router.get("/events/status")
 async def event_status(
-    request: Request,
-    principal: Principal = Depends(guard(None)),
+    principal: Caller,
+    state: StateDep,
     dedup_id: str | None = Query(None, max_length=255),
     user_identifier: str | None = None,
     user_identifier_type: str | None = None,
     event_name: str | None = Query(None, max_length=128),
 ):
-    state = backends_of(request).state
     if dedup_id is not None:
         return {"dedup_id": dedup_id, "status": await service.event_status(state, principal.project_id, dedup_id)}
     if event_name is None:

@@ -1,35 +1,17 @@
 """PUT/GET /projects/config (API.md §6, and §7's claim signer): HTTP to ingest_api.projects.service."""
 
-from fastapi import APIRouter, Depends, Request
-from pydantic import Field
+from fastapi import APIRouter, Request
 
 from ingest_api.projects import service
+from ingest_api.projects.schemas import NO_SIGNER, SIGNER_ADDRESS, SIGNER_KEY, ConfigDocument
 from rewards.domain.claim_signing import InvalidSignerKey, SignerKey, parse_signer_key
 from rewards.domain.payout_config import InvalidConfig, PayoutConfig
-from rewards.ports import Principal
-from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep
 from rewards.web.errors import bad_request, validation_messages
 from rewards.web.openapi import request_body_doc
 from rewards.web.requests import json_body
 
 router = APIRouter(prefix="/projects", tags=["projects"])
-
-SIGNER_KEY, SIGNER_ADDRESS = "claim_signer_key", "claim_signer_address"
-NO_SIGNER = object()  # the body does not name the signer: it stays as it is
-
-
-class ConfigDocument(PayoutConfig):
-    """The body of PUT /projects/config: the configuration, and the project's claim signer key (write-only)."""
-
-    claim_signer_key: str | None = Field(
-        None,
-        pattern=r"^(0x)?[0-9a-fA-F]{64}$",
-        json_schema_extra={"writeOnly": True},
-        description="Write-only: the secp256k1 private key that signs claim checks (API.md §7), kept apart from the "
-        "configuration and never answered (GET shows `claim_signer_address`). Absent: the signer stays as it is; "
-        "null: removed. `claim_signer_address`, as GET answers it, is read-only and ignored here.",
-    )
 
 
 def parse_document(document: object) -> tuple[PayoutConfig, SignerKey | object | None]:
@@ -55,17 +37,15 @@ def parse_document(document: object) -> tuple[PayoutConfig, SignerKey | object |
 
 
 @router.put("/config", openapi_extra=request_body_doc(ConfigDocument))
-async def put_config(request: Request, principal: Principal = Depends(guard("service_role"))):
+async def put_config(request: Request, principal: ServiceCaller, state: StateDep, settings: SettingsDep):
     config, signer = parse_document(json_body(await request.body()))
-    backends = backends_of(request)
-    await service.put_config(backends.state, principal.project_id, config)
+    await service.put_config(state, principal.project_id, config)
     if signer is not NO_SIGNER:
-        await service.put_claim_signer(backends.state, principal.project_id, signer, backends.settings.secrets_keys)
-    return service.config_json(config, await service.signer_address(backends.state, principal.project_id))
+        await service.put_claim_signer(state, principal.project_id, signer, settings.secrets_keys)
+    return service.config_json(config, await service.signer_address(state, principal.project_id))
 
 
 @router.get("/config")
-async def get_config(request: Request, principal: Principal = Depends(guard("service_role"))):
-    state = backends_of(request).state
+async def get_config(principal: ServiceCaller, state: StateDep):
     config = await service.get_config(state, principal.project_id)
     return service.config_json(config, await service.signer_address(state, principal.project_id))

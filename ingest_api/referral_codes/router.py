@@ -1,5 +1,7 @@
 """Referral codes (API.md §2): HTTP to the calls of ingest_api.referral_codes.service and back."""
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Request
 
 from ingest_api.referral_codes import service
@@ -8,12 +10,15 @@ from rewards.domain.referrals import json_number
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
 from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.web.dependencies import Caller, CodeFiguresDep, CodeTrafficDep, EventLogDep, ServiceCaller, StateDep
 from rewards.web.numbers import ExactJSONResponse
 from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
 from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
+
+CodesCreator = Annotated[Principal, Depends(guard("service_role", "referral_codes_create"))]
+CodesReader = Annotated[Principal, Depends(guard("referral_codes:read"))]
 
 
 @router.post(
@@ -22,51 +27,41 @@ router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
     openapi_extra=request_body_doc(CreateCodes, required=False, query=True),
     responses=LOG_UNAVAILABLE,
 )
-async def create_codes(
-    request: Request, principal: Principal = Depends(guard("service_role", "referral_codes_create"))
-):
+async def create_codes(request: Request, principal: CodesCreator, state: StateDep, log: EventLogDep):
     fields: CreateCodes = await request_fields(request, CreateCodes)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
-    backends = backends_of(request)
-    codes = await service.create_codes(
-        backends.state, backends.log, principal.project_id, owner, fields.quantity, fields.max_uses
-    )
+    codes = await service.create_codes(state, log, principal.project_id, owner, fields.quantity, fields.max_uses)
     return ExactJSONResponse([code_json(r) for r in codes], status_code=201)
 
 
 @router.get("", responses={404: {"description": "No referral codes found for this user"}})
 async def list_codes(
-    request: Request,
+    principal: CodesReader,
+    state: StateDep,
+    traffic: CodeTrafficDep,
+    figures: CodeFiguresDep,
     user_identifier: str | None = None,
     user_identifier_type: str | None = None,
     page=PageParams,
-    principal: Principal = Depends(guard("referral_codes:read")),
 ):
     owner = parse_user(user_identifier, user_identifier_type)
-    backends = backends_of(request)
-    records, count = await service.list_codes(backends.state, principal.project_id, owner, page.offset, page.size)
-    figures = await _figures(backends, principal.project_id, records)
-    results = [code_json(r, figures[r.code]) for r in records]
+    records, count = await service.list_codes(state, principal.project_id, owner, page.offset, page.size)
+    shown = await service.figures_of(traffic, figures, principal.project_id, records)
+    results = [code_json(r, shown[r.code]) for r in records]
     return ExactJSONResponse({"results": results, "count": count, "next_page": page.next_page(count)})
 
 
-async def _figures(backends, project_id: str, records) -> dict[str, dict]:
-    return await service.figures_of(backends.traffic, backends.code_figures, project_id, records)
-
-
-async def _code_answer(backends, project_id: str, record) -> ExactJSONResponse:
-    return ExactJSONResponse(code_json(record, (await _figures(backends, project_id, [record]))[record.code]))
+async def _code_answer(traffic, figures, project_id: str, record) -> ExactJSONResponse:
+    shown = await service.figures_of(traffic, figures, project_id, [record])
+    return ExactJSONResponse(code_json(record, shown[record.code]))
 
 
 @router.get("/status")
 async def referral_status(
-    request: Request,
-    user_identifier: str | None = None,
-    user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
+    principal: Caller, state: StateDep, user_identifier: str | None = None, user_identifier_type: str | None = None
 ):
     user = parse_user(user_identifier, user_identifier_type)
-    referral = await service.referral_of(backends_of(request).state, principal.project_id, user)
+    referral = await service.referral_of(state, principal.project_id, user)
     if referral is None:
         return {"referred": False}
     return {
@@ -82,19 +77,23 @@ CODE_NOT_FOUND = {404: {"description": "Referral code not found"}}
 
 
 @router.get("/{code}", responses=CODE_NOT_FOUND)
-async def get_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
-    backends = backends_of(request)
-    return await _code_answer(
-        backends, principal.project_id, await service.get_code(backends.state, principal.project_id, code)
-    )
+async def get_code(principal: Caller, state: StateDep, traffic: CodeTrafficDep, figures: CodeFiguresDep, code: str):
+    record = await service.get_code(state, principal.project_id, code)
+    return await _code_answer(traffic, figures, principal.project_id, record)
 
 
 @router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses=CODE_NOT_FOUND)
-async def update_code(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
+async def update_code(
+    request: Request,
+    principal: ServiceCaller,
+    state: StateDep,
+    traffic: CodeTrafficDep,
+    figures: CodeFiguresDep,
+    code: str,
+):
     fields: UpdateCode = await request_fields(request, UpdateCode, query=False)
-    backends = backends_of(request)
-    record = await service.set_max_uses(backends.state, principal.project_id, code, fields.max_uses)
-    return await _code_answer(backends, principal.project_id, record)
+    record = await service.set_max_uses(state, principal.project_id, code, fields.max_uses)
+    return await _code_answer(traffic, figures, principal.project_id, record)
 
 
 USE_RESPONSES = {
@@ -109,12 +108,19 @@ USE_RESPONSES = {
 @router.patch(
     "/{code}/use", openapi_extra=request_body_doc(UseCode, required=False, query=True), responses=USE_RESPONSES
 )
-async def use_code(request: Request, code: str, principal: Principal = Depends(guard(None))):
+async def use_code(
+    request: Request,
+    principal: Caller,
+    state: StateDep,
+    log: EventLogDep,
+    traffic: CodeTrafficDep,
+    figures: CodeFiguresDep,
+    code: str,
+):
     fields: UseCode = await request_fields(request, UseCode)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
-    backends = backends_of(request)
-    record = await service.use_code(backends.state, backends.log, principal.project_id, code, user, fields.proof())
-    return await _code_answer(backends, principal.project_id, record)
+    record = await service.use_code(state, log, principal.project_id, code, user, fields.proof())
+    return await _code_answer(traffic, figures, principal.project_id, record)
 
 
 @router.delete(
@@ -122,16 +128,13 @@ async def use_code(request: Request, code: str, principal: Principal = Depends(g
     openapi_extra=request_body_doc(RemoveReferral, required=False, query=True),
     responses={404: {"description": "The user is not referred by that referrer through that code"}, **LOG_UNAVAILABLE},
 )
-async def remove_referral(request: Request, code: str, principal: Principal = Depends(guard("service_role"))):
+async def remove_referral(request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep, code: str):
     """API.md §7 `deleteReferral`: the user's referral is removed, so the user may be referred again; the code's uses
     and every payout made stay."""
     fields: RemoveReferral = await request_fields(request, RemoveReferral)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     referrer = parse_user(fields.referrer_identifier, fields.referrer_identifier_type, field="referrer_identifier")
-    backends = backends_of(request)
-    removed = await service.remove_referral(
-        backends.state, backends.log, principal.project_id, code, user, referrer, fields.proof()
-    )
+    removed = await service.remove_referral(state, log, principal.project_id, code, user, referrer, fields.proof())
     return {
         "removed": True,
         "code": removed.code,
@@ -148,14 +151,11 @@ user_router = APIRouter(prefix="/user", tags=["referral codes"])
 
 @user_router.get("/referrer")
 async def user_referrer(
-    request: Request,
-    user_identifier: str | None = None,
-    user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
+    principal: Caller, state: StateDep, user_identifier: str | None = None, user_identifier_type: str | None = None
 ):
     """API.md §7 `getUserReferrer`: the user's level-1 referrer, with nulls when nobody referred the user."""
     user = parse_user(user_identifier, user_identifier_type)
-    found = await service.referrer_of(backends_of(request).state, principal.project_id, user)
+    found = await service.referrer_of(state, principal.project_id, user)
     referral = found.referral
     return ExactJSONResponse(
         {

@@ -8,10 +8,10 @@ The affiliate is named by `user_identifier` alone (the client sends no type). Wi
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from query_api.affiliate_portal import service
-from query_api.affiliate_portal.figures import Matching, Scope
+from query_api.affiliate_portal.figures import Matching
 from query_api.affiliate_portal.schemas import (
     CLIENT_STATUS,
     NAMED_REGIONS,
@@ -34,26 +34,22 @@ from query_api.affiliate_portal.schemas import (
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.amounts import exact_sum
 from rewards.domain.payouts import POINT
-from rewards.ports import Affiliate, Principal
-from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.ports import Affiliate, StateStore
+from rewards.web.dependencies import Caller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request, not_found
 from rewards.web.numbers import ExactJSONResponse
 
 router = APIRouter(prefix="/affiliate-portal", tags=["affiliate portal"])
 
 
-# -- answers ----------------------------------------------------------------------------------------------------
-
-
 # -- parameters --------------------------------------------------------------------------------------------------
 
 
-async def _affiliate(request: Request, principal: Principal, identifier: str | None) -> Affiliate:
+async def _affiliate(state: StateStore, project_id: str, identifier: str | None) -> Affiliate:
     if not identifier:
         raise bad_request("user_identifier is required")
     try:
-        affiliate = await service.affiliate_named(backends_of(request).state, principal.project_id, identifier)
+        affiliate = await service.affiliate_named(state, project_id, identifier)
     except service.NotAnIdentifier as exc:
         raise bad_request(str(exc)) from exc
     if affiliate is None:
@@ -71,25 +67,23 @@ NOT_AN_AFFILIATE = {404: {"description": "Not Found: no affiliate of the project
     "/stats", response_model=GetAffiliateStatsResponse, response_class=ExactJSONResponse, responses=NOT_AN_AFFILIATE
 )
 async def affiliate_stats(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     user_identifier: str | None = Query(None, max_length=1024),
     date_from: str | None = Query(None, alias="from", max_length=64),
     date_to: str | None = Query(None, alias="to", max_length=64),
     this_month: bool | None = None,
     conversion_external_id: int | None = Query(None, ge=0),
     conversion_name: str | None = Query(None, max_length=128),
-    principal: Principal = Depends(guard(None)),
 ):
     """`getAffiliateStats`: volumes, revenue, attributions and earnings per level in the window, its own volume as an
     end user, and its referred users."""
     days = window(date_from, date_to, this_month)
-    affiliate = await _affiliate(request, principal, user_identifier)
-    backends = backends_of(request)
-    names = await service.conversion_names(
-        backends.state, principal.project_id, conversion_external_id, conversion_name
-    )
-    figures = await service.stats(backends.warehouse, Scope(principal.project_id, affiliate.user, days, names))
-    codes, tier = await service.codes_and_tier(backends.state, principal.project_id, affiliate)
+    affiliate = await _affiliate(state, principal.project_id, user_identifier)
+    names = await service.conversion_names(state, principal.project_id, conversion_external_id, conversion_name)
+    figures = await service.stats(warehouse, service.Scope(principal.project_id, affiliate.user, days, names))
+    codes, tier = await service.codes_and_tier(state, principal.project_id, affiliate)
     tier_json = None if tier is None else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank}
     levels = figures.levels
     multilevel = exact_sum(levels[n].volume for n in (2, 3, 4))
@@ -163,11 +157,11 @@ LIST_FILTERS = [
     response_class=ExactJSONResponse,
     openapi_extra={"parameters": LIST_FILTERS},
 )
-async def total_stats(request: Request, principal: Principal = Depends(guard(None))):
+async def total_stats(request: Request, principal: Caller, warehouse: WarehouseDep):
     """`getAffiliateTotalStats`: the project's registered affiliates passing the filters (statuses and regions in the
     client's vocabulary), their number, level-1 volume, revenue and attributions (each conversion counted once, for
     its user's direct referrer), referred users and earnings, all time."""
-    totals = await service.totals(backends_of(request).warehouse, principal.project_id, matching(request))
+    totals = await service.totals(warehouse, principal.project_id, matching(request))
     return ExactJSONResponse(
         {
             "total_affiliates": totals.affiliates,
@@ -190,17 +184,17 @@ async def total_stats(request: Request, principal: Principal = Depends(guard(Non
     responses=NOT_AN_AFFILIATE,
 )
 async def referral_tree(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     user_identifier: str | None = Query(None, max_length=1024),
-    principal: Principal = Depends(guard(None)),
 ):
     """`getReferralTree`: the users below the affiliate in its live referrals, down to level 4 (at most 10,000,
     nearer levels and older referrals first); a node's `traders`, `total_volume` and `total_revenue` count its own
     conversions counted for the affiliate, and those of every user below it."""
-    affiliate = await _affiliate(request, principal, user_identifier)
-    backends = backends_of(request)
-    scope = Scope(principal.project_id, affiliate.user)
-    tree = await service.referral_tree(backends.warehouse, backends.state, scope, affiliate)
+    affiliate = await _affiliate(state, principal.project_id, user_identifier)
+    scope = service.Scope(principal.project_id, affiliate.user)
+    tree = await service.referral_tree(warehouse, state, scope, affiliate)
     return ExactJSONResponse(node_json(tree, counts_itself=False)[0])
 
 
@@ -211,7 +205,9 @@ async def referral_tree(
     responses=NOT_AN_AFFILIATE,
 )
 async def stats_breakdown(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     group_by: Literal["day", "week", "month"],
     user_identifier: str | None = Query(None, max_length=1024),
     date_range: Literal["7d", "30d", "MTD", "QTD", "custom"] | None = None,
@@ -220,21 +216,17 @@ async def stats_breakdown(
     conversion_external_id: int | None = Query(None, ge=0),
     conversion_name: str | None = Query(None, max_length=128),
     currency_id: str = Query(POINT, min_length=1, max_length=128),
-    principal: Principal = Depends(guard(None)),
 ):
     """`getStatsBreakdown`: per day, week or month of the window, every period included (zeros where nothing
     happened): r1-r3 volume, revenue and attributions of every level, the users the affiliate referred, and its
     earnings in one currency (`currency_id`: `point`, the default, or a token's address or name)."""
     days = breakdown_window(date_range, date_from, date_to)
     starts = periods(group_by, days)
-    affiliate = await _affiliate(request, principal, user_identifier)
-    backends = backends_of(request)
-    names = await service.conversion_names(
-        backends.state, principal.project_id, conversion_external_id, conversion_name
-    )
-    scope = Scope(principal.project_id, affiliate.user, days, names)
-    found = await service.breakdown(backends.warehouse, scope, group_by, currency_id)
-    label = await service.currency_label(backends.state, principal.project_id, currency_id)
+    affiliate = await _affiliate(state, principal.project_id, user_identifier)
+    names = await service.conversion_names(state, principal.project_id, conversion_external_id, conversion_name)
+    scope = service.Scope(principal.project_id, affiliate.user, days, names)
+    found = await service.breakdown(warehouse, scope, group_by, currency_id)
+    label = await service.currency_label(state, principal.project_id, currency_id)
     results = []
     for start in starts:
         period = found.get(start.isoformat(), service.Period())
@@ -256,19 +248,20 @@ async def stats_breakdown(
     "/new-traders", response_model=list[NewTraderResponse], response_class=ExactJSONResponse, responses=NOT_AN_AFFILIATE
 )
 async def affiliate_new_traders(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     user_identifier: str | None = Query(None, max_length=1024),
     date_from: str | None = Query(None, alias="from", max_length=64),
     date_to: str | None = Query(None, alias="to", max_length=64),
     this_month: bool | None = None,
-    principal: Principal = Depends(guard(None)),
 ):
     """`getAffiliateNewTraders`: how many users the affiliate referred first in the window and who made a conversion
     counted for it in the window (as a string, as the client declares it)."""
     days = window(date_from, date_to, this_month)
-    affiliate = await _affiliate(request, principal, user_identifier)
-    scope = Scope(principal.project_id, affiliate.user, days)
-    count = await service.new_traders(backends_of(request).warehouse, scope)
+    affiliate = await _affiliate(state, principal.project_id, user_identifier)
+    scope = service.Scope(principal.project_id, affiliate.user, days)
+    count = await service.new_traders(warehouse, scope)
     return ExactJSONResponse([{"referrer_identifier": affiliate.user.identifier, "total_new_traders": str(count)}])
 
 
@@ -279,19 +272,20 @@ async def affiliate_new_traders(
     responses=NOT_AN_AFFILIATE,
 )
 async def paid_volumes_by_level(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     user_identifier: str | None = Query(None, max_length=1024),
     date_from: str | None = Query(None, alias="from", max_length=64),
     date_to: str | None = Query(None, alias="to", max_length=64),
     this_month: bool | None = None,
-    principal: Principal = Depends(guard(None)),
 ):
     """`getAffiliatePaidVolumesByLevel`: per level, the conversions whose commission at that level was paid to the
     affiliate (their volume, revenue and number): all time, this month, or `from` to `to` (both)."""
     days = window(date_from, date_to, this_month, both=True)
-    affiliate = await _affiliate(request, principal, user_identifier)
-    scope = Scope(principal.project_id, affiliate.user, days)
-    levels = await service.paid_by_level(backends_of(request).warehouse, scope)
+    affiliate = await _affiliate(state, principal.project_id, user_identifier)
+    scope = service.Scope(principal.project_id, affiliate.user, days)
+    levels = await service.paid_by_level(warehouse, scope)
     prefix = "payout_eligible_"
     return ExactJSONResponse(
         {

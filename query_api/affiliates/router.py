@@ -4,31 +4,18 @@ client's reads of one affiliate and of codes (API.md §7)."""
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 
 from query_api.affiliates import service
-from rewards.domain.timestamps import FIRST_DAY, LAST_DAY, format_timestamp
-from rewards.ports import Principal
-from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from query_api.affiliates.schemas import ALLOWED_VALUES, PER_PAGE, RANGE_DAYS, DateRange, SortBy, affiliate_info_json
+from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
 from rewards.web.bounds import day_bound
+from rewards.web.dependencies import Caller, CodeFiguresDep, CodeTrafficDep, ServiceCaller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request, not_found
 from rewards.web.numbers import ExactJSONResponse
 from rewards.web.requests import MAX_PAGE, parse_user
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
-
-PER_PAGE = (10, 25, 50, 100)
-SortBy = Literal[
-    "total_volume", "volume", "r1_volume", "r2_volume", "r3_volume", "r4_volume",
-    "total_earnings", "referred_users", "created_at", "name",
-]  # fmt: skip
-DateRange = Literal["7d", "30d", "90d", "1y", "all"]
-RANGE_DAYS = {"7d": 7, "30d": 30, "90d": 90, "1y": 365}
-ALLOWED_VALUES = {
-    "statuses": ("active", "pending", "suspended"),
-    "tax_statuses": ("verified", "pending", "exempt", "missing"),
-}
 
 
 def _list(name: str, text: str | None) -> tuple[str, ...] | None:
@@ -58,7 +45,9 @@ def window(date_range: str, date_from: str | None, date_to: str | None, today: d
 
 @router.get("")
 async def list_affiliates(
-    request: Request,
+    principal: ServiceCaller,
+    state: StateDep,
+    warehouse: WarehouseDep,
     page: int = Query(1, ge=1, le=MAX_PAGE),
     per_page: int = Query(25),
     query: str | None = Query(None, max_length=256),
@@ -72,14 +61,12 @@ async def list_affiliates(
     date_range: DateRange = Query("all", alias="dateRange"),
     date_from: str | None = Query(None, alias="dateFrom"),
     date_to: str | None = Query(None, alias="dateTo"),
-    principal: Principal = Depends(guard("service_role")),
 ):
     if per_page not in PER_PAGE:
         raise bad_request("per_page must be one of 10, 25, 50, 100")
     raw_filters = {"statuses": statuses, "regions": regions, "audiences": audiences, "tax_statuses": tax_statuses}
     filters = {name: values for name, text in raw_filters.items() if (values := _list(name, text)) is not None}
     days = window(date_range, date_from, date_to, datetime.now(UTC).date())
-    backends = backends_of(request)
     asked = service.Listing(
         sort_by="r1_volume" if sort_by == "volume" else sort_by,
         descending=sort_order == "desc",
@@ -91,7 +78,7 @@ async def list_affiliates(
         offset=(page - 1) * per_page,
         limit=per_page,
     )
-    results, total = await service.listing_page(backends.state, backends.warehouse, principal.project_id, asked)
+    results, total = await service.listing_page(state, warehouse, principal.project_id, asked)
     return {
         "results": results,
         "page": page,
@@ -107,58 +94,34 @@ async def list_affiliates(
 
 
 @router.get("/codes/{code}/availability")
-async def code_availability(request: Request, code: str, principal: Principal = Depends(guard(None))):
+async def code_availability(principal: Caller, state: StateDep, code: str):
     """`isAffiliateCodeAvailable`: the code (referral or affiliate, any of its names) exists and has uses left."""
-    return {"available": await service.code_available(backends_of(request).state, principal.project_id, code)}
+    return {"available": await service.code_available(state, principal.project_id, code)}
 
 
 @router.get("/codes/{code}")
-async def code_free(request: Request, code: str, principal: Principal = Depends(guard(None))):
+async def code_free(principal: Caller, state: StateDep, code: str):
     """`isAffiliateCodeFree`: the text may be chosen as an affiliate code: no code of the project has or had it
     (case-insensitively), and it is one (3-32 characters of A-Z a-z 0-9 _ -)."""
-    return {"free": await service.code_free(backends_of(request).state, principal.project_id, code)}
+    return {"free": await service.code_free(state, principal.project_id, code)}
 
 
 @router.get(
     "/{user_identifier}", responses={404: {"description": "Not Found: the user is not an affiliate"}}
 )  # one path segment: GET /affiliates/{user}/rebate-rate is no read (405)
 async def affiliate_info(
-    request: Request,
+    principal: Caller,
+    state: StateDep,
+    traffic: CodeTrafficDep,
+    figures: CodeFiguresDep,
     user_identifier: str,
     identifier_type: str | None = None,
     user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
 ):
     """`getAffiliateInfo` / `getAffiliateCode`: the affiliate and each of its codes (oldest first) with their figures:
     uses, clicks, users referred through it, what it earned through it (points) and its rebate rate."""
     user = parse_user(user_identifier, identifier_type or user_identifier_type)
-    backends = backends_of(request)
-    info = await service.affiliate_info(
-        backends.state, backends.traffic, backends.code_figures, principal.project_id, user
-    )
+    info = await service.affiliate_info(state, traffic, figures, principal.project_id, user)
     if info is None:
         raise not_found("Affiliate not found")
-    tier = info.tier
-    affiliate = info.affiliate
-    return ExactJSONResponse(
-        {
-            "id": affiliate.id,
-            "name": affiliate.name or "",
-            "user_identifier": user.identifier,
-            "user_identifier_type": user.identifier_type,
-            "updated_at": format_timestamp(info.updated_at_ms),
-            "region": affiliate.region or "",
-            "codes": [
-                {
-                    "code": c.code,
-                    "created_at": format_timestamp(c.created_at_ms),
-                    "uses": c.current_uses,
-                    **info.figures[c.code],
-                }
-                for c in info.codes
-            ],
-            "current_tier": None
-            if tier is None
-            else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank},
-        }
-    )
+    return ExactJSONResponse(affiliate_info_json(info, user))

@@ -7,15 +7,13 @@ import hashlib
 from functools import cache
 from importlib import resources
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from query_api.console import service
 from rewards.domain.timestamps import now_ms
-from rewards.ports import Principal
 from rewards.web.app import API_PREFIX, PageRouter
-from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.web.dependencies import BackpressureDep, Caller, WarehouseDep
 
 router = APIRouter(prefix="/console", tags=["console"])
 pages = PageRouter(prefix="/console", include_in_schema=False)
@@ -39,39 +37,28 @@ PAGE_HEADERS = {
 
 
 @router.get("/health")
-async def health(request: Request, principal: Principal = Depends(guard(None))):
+async def health(principal: Caller, warehouse: WarehouseDep, backpressure: BackpressureDep):
     """The project's pipeline: events accepted and written per second, how long they waited to be written
     (freshness), the dead letters, and the event log's backlog (the whole pipeline's; null where this process does
     not measure it: the production query API)."""
-    backends = backends_of(request)
     now = now_ms()
-    minutes = await service.pipeline_minutes(backends.warehouse, principal.project_id, now - service.DAY_MS)
+    minutes = await service.pipeline_minutes(warehouse, principal.project_id, now - service.DAY_MS)
     answer = {"project_id": principal.project_id, **service.health(minutes, now)}
-    answer["dead_letters"]["latest"] = await service.latest_dead_letters(backends.warehouse, principal.project_id, 5)
-    measured = backends.backpressure
-    answer["backlog"] = {"scope": "pipeline", "messages": None if measured is None else await measured.backlog()}
+    answer["dead_letters"]["latest"] = await service.latest_dead_letters(warehouse, principal.project_id, 5)
+    answer["backlog"] = {"scope": "pipeline", "messages": await service.backlog(backpressure)}
     return answer
 
 
 @router.get("/points")
-async def points(
-    request: Request,
-    hours: int = Query(48, ge=1, le=720),
-    principal: Principal = Depends(guard(None)),
-):
+async def points(principal: Caller, warehouse: WarehouseDep, hours: int = Query(48, ge=1, le=720)):
     """Points paid per hour over the last `hours` hours (1-720), oldest first, every hour listed."""
-    series = await service.points_by_hour(backends_of(request).warehouse, principal.project_id, hours, now_ms())
+    series = await service.points_by_hour(warehouse, principal.project_id, hours, now_ms())
     return {"hours": series}
 
 
 @router.get("/claim-checks")
-async def claim_checks(
-    request: Request,
-    limit: int = Query(10, ge=1, le=100),
-    principal: Principal = Depends(guard(None)),
-):
+async def claim_checks(principal: Caller, warehouse: WarehouseDep, limit: int = Query(10, ge=1, le=100)):
     """The project's claim checks per currency (open, closed and claimed amounts) and its newest claims (`limit`)."""
-    warehouse = backends_of(request).warehouse
     return {
         "totals": await service.claim_totals(warehouse, principal.project_id),
         "latest_claims": await service.latest_claims(warehouse, principal.project_id, limit),

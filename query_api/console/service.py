@@ -14,6 +14,7 @@ from decimal import Decimal
 from rewards.domain.amounts import format_amount
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Warehouse
+from rewards.web.backpressure import Backpressure
 from schemas.clickhouse.values import ch_datetime
 
 DT = "DateTime64(3, 'UTC')"
@@ -92,6 +93,11 @@ def health(minutes: list[Minute], now_ms: int) -> dict:
             for start, m in zip(range(series_from, this_minute + 1, MINUTE_MS), series, strict=True)
         ],
     }
+
+
+async def backlog(backpressure: Backpressure | None) -> int | None:
+    """The whole pipeline's backlog, in messages, where this process measures it (`rewards serve`); None elsewhere."""
+    return None if backpressure is None else await backpressure.backlog()
 
 
 async def points_by_hour(warehouse: Warehouse, project_id: str, hours: int, now_ms: int) -> list[dict]:

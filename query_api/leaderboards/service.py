@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from rewards.domain.amounts import exact_sum
 from rewards.domain.payouts import User
-from rewards.ports import Warehouse
+from rewards.ports import StateStore, Warehouse
 
 USER, AFFILIATE = "user", "affiliate"
 # user_type (API.md §7) → the sides counted: `affiliate` as a referrer, `end_user` as the user, absent both.
@@ -197,3 +197,47 @@ async def points_of(
         {"project": project_id, "roles": list(roles), "ids": sorted({user.identifier for user in users})},
     )
     return {User(r["u"], r["t"]): Decimal(r["total"]) for r in rows}
+
+
+# -- the state store's part of a row: its owner's code and tier (the optional fields) ---------------------------
+
+
+async def affiliate_codes(state: StateStore, project_id: str, users: Sequence[User]) -> dict[User, str]:
+    """Each user's oldest code (the one the client's `Affiliate.code` shows), for those who have one."""
+    codes = await state.codes_of(project_id, users) if users else {}
+    return {user: names[-1] for user, names in codes.items()}  # codes_of lists them newest first
+
+
+async def effective_tiers(state: StateStore, project_id: str, users: Sequence[User]) -> dict[User, dict[str, str]]:
+    """Each user's effective tier (its own as a registered affiliate, else the default) as `{tier id: tier name}`;
+    `{}` without one."""
+    config = await state.get_config(project_id)
+    affiliates = await state.affiliates_among(project_id, users) if users else {}
+    tiers = {}
+    for user in users:
+        tier = config.effective_tier(affiliates[user].tier if user in affiliates else None)
+        tiers[user] = {} if tier is None else {tier.id: tier.name}
+    return tiers
+
+
+async def optional_fields(
+    state: StateStore, project_id: str, users: Sequence[User], chosen: frozenset[str], figures: UserFigures
+) -> dict[User, dict]:
+    """The fields of `chosen` for each of `users`: referred figures as a referrer (all levels), end-user ones as the
+    user."""
+    codes = await affiliate_codes(state, project_id, users) if "affiliate_code" in chosen else {}
+    tiers = await effective_tiers(state, project_id, users) if "tiers" in chosen else {}
+    extras = {}
+    for user in users:
+        referred = figures.of(user, (AFFILIATE,))
+        own = figures.of(user, (USER,))
+        every: dict[str, object] = {
+            "affiliate_code": codes.get(user),
+            "tiers": tiers.get(user),
+            "referred_volume": referred.volume,
+            "referred_users": referred.referred_users,
+            "enduser_volume": own.volume,
+            "enduser_revenue": own.revenue,
+        }
+        extras[user] = {name: value for name, value in every.items() if name in chosen}
+    return extras

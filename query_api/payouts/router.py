@@ -1,39 +1,37 @@
 """GET /payouts/summary and /payouts/totals/{user} (API.md §1; its leaderboards: query_api.leaderboards)."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 
 from query_api.payouts import service
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.ports import Principal
 from rewards.web.auth import guard
-from rewards.web.backends import backends_of
+from rewards.web.dependencies import Caller, WarehouseDep
 from rewards.web.requests import parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
 
+SummaryReader = Annotated[Principal, Depends(guard(None, "payouts_summary"))]
+
 
 @router.get("/summary")
-async def summary(
-    request: Request,
-    currency: Literal["point"] = Query(...),
-    principal: Principal = Depends(guard(None, "payouts_summary")),
-):
-    total = await service.project_total(backends_of(request).warehouse, principal.project_id)
+async def summary(principal: SummaryReader, warehouse: WarehouseDep, currency: Literal["point"] = Query(...)):
+    total = await service.project_total(warehouse, principal.project_id)
     return {"total_payouts": format_amount(total)}
 
 
 @router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.web.app.AnyText
 async def totals(
-    request: Request,
+    principal: Caller,
+    warehouse: WarehouseDep,
     user_identifier: str,
     identifier_type: str | None = None,
     user_identifier_type: str | None = None,
-    principal: Principal = Depends(guard(None)),
 ):
     user = parse_user(user_identifier, identifier_type or user_identifier_type)
-    by_kind = await service.user_totals(backends_of(request).warehouse, principal.project_id, user)
+    by_kind = await service.user_totals(warehouse, principal.project_id, user)
     return {
         "user_identifier": user.identifier,
         "user_identifier_type": user.identifier_type,

@@ -2,7 +2,7 @@
 document, metrics), the health endpoint, and the routes outside the API's prefix."""
 
 import structlog
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
@@ -10,7 +10,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from rewards.web import landing
-from rewards.web.backends import Backends
+from rewards.web.dependencies import StateDep, WarehouseDep
 from rewards.web.errors import error_body
 from rewards.web.handlers import install_error_handlers
 from rewards.web.middleware import (
@@ -86,12 +86,11 @@ def create_app(
     return app
 
 
-async def health(request: Request) -> JSONResponse:
-    backends: Backends = request.app.state.backends
+async def health(state: StateDep, warehouse: WarehouseDep) -> JSONResponse:
     try:
-        await backends.state.ping()
-        if backends.warehouse is not None:
-            await backends.warehouse.query("SELECT 1 AS ok")
+        await state.ping()
+        if warehouse is not None:
+            await warehouse.query("SELECT 1 AS ok")
     except Exception as exc:
         log.warning("health check failed", error=str(exc))
         return JSONResponse(error_body(503, "Unhealthy"), status_code=503)

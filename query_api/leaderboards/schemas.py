@@ -1,18 +1,17 @@
 """What every leaderboard of the published client shares (API.md §1, §7): its query parameters as the client sends
-them, the optional fields a row may ask for, and the answer's wrapper."""
+them, the optional fields a row may ask for, and the answer's wrapper; and the query of §1's two leaderboards."""
 
 from collections.abc import Sequence
 from typing import Literal
 
-from fastapi import Query
+from fastapi import Depends, Query
 
-from query_api.leaderboards import service
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import format_timestamp, now_ms
-from rewards.ports import StateStore
+from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
-from rewards.web.requests import Page, parse_user
+from rewards.web.requests import Page, PageParams, parse_user
 
 UserType = Literal["affiliate", "end_user"]
 USER_TYPE_DOC = "`affiliate`: figures earned as a referrer; `end_user`: as the user; absent: both"
@@ -79,48 +78,51 @@ def identity(user: User) -> dict:
     }
 
 
-async def affiliate_codes(state: StateStore, project_id: str, users: Sequence[User]) -> dict[User, str]:
-    """Each user's oldest code (the one the client's `Affiliate.code` shows), for those who have one."""
-    codes = await state.codes_of(project_id, users) if users else {}
-    return {user: names[-1] for user, names in codes.items()}  # codes_of lists them newest first
-
-
-async def effective_tiers(state: StateStore, project_id: str, users: Sequence[User]) -> dict[User, dict[str, str]]:
-    """Each user's effective tier (its own as a registered affiliate, else the default) as `{tier id: tier name}`;
-    `{}` without one."""
-    config = await state.get_config(project_id)
-    affiliates = await state.affiliates_among(project_id, users) if users else {}
-    tiers = {}
-    for user in users:
-        tier = config.effective_tier(affiliates[user].tier if user in affiliates else None)
-        tiers[user] = {} if tier is None else {tier.id: tier.name}
-    return tiers
-
-
 # The optional fields of the payouts and points rows (`fields=`); the figures are JSON numbers, as the client declares
 # (the payouts rows declare the first four).
 OPTIONAL_FIELDS = ("affiliate_code", "tiers", "referred_volume", "referred_users", "enduser_volume", "enduser_revenue")
 FIGURE_FIELDS = frozenset({"referred_volume", "referred_users", "enduser_volume", "enduser_revenue"})
 
 
-async def optional_fields(
-    state: StateStore, project_id: str, users: Sequence[User], chosen: frozenset[str], figures: service.UserFigures
-) -> dict[User, dict]:
-    """The fields of `chosen` for each of `users`: referred figures as a referrer (all levels), end-user ones as the
-    user."""
-    codes = await affiliate_codes(state, project_id, users) if "affiliate_code" in chosen else {}
-    tiers = await effective_tiers(state, project_id, users) if "tiers" in chosen else {}
-    extras = {}
-    for user in users:
-        referred = figures.of(user, (service.AFFILIATE,))
-        own = figures.of(user, (service.USER,))
-        every: dict[str, object] = {
-            "affiliate_code": codes.get(user),
-            "tiers": tiers.get(user),
-            "referred_volume": referred.volume,
-            "referred_users": referred.referred_users,
-            "enduser_volume": own.volume,
-            "enduser_revenue": own.revenue,
-        }
-        extras[user] = {name: value for name, value in every.items() if name in chosen}
-    return extras
+# -- the query of §1's leaderboards (GET /payouts/leaderboard/payouts and /users) ---------------------------------
+
+
+def _window(start: str | None, end: str | None) -> tuple[int | None, int | None]:
+    bounds = time_bound("from", start), time_bound("to", end, end=True)
+    if None not in bounds and bounds[0] > bounds[1]:
+        raise bad_request("from must not be after to")
+    return bounds
+
+
+ROLES = {"affiliate": "affiliate", "end_user": "user"}
+# The optional fields the client's PayoutsLeaderboard declares.
+PAYOUTS_FIELDS = OPTIONAL_FIELDS[:4]
+
+
+class LeaderboardQuery:
+    """The query of both leaderboards, as §1 and the published client send it (API.md §7): `user_identifier_type` is
+    another name of `identifier_type` and `user_address` of `user_identifier`; `user_type` chooses the payouts ranked
+    (`affiliate` those earned as an affiliate, `end_user` as a user; absent, the leaderboard's own of §1);
+    `currency_address` ranks the payouts in that on-chain currency (raw units) instead of points."""
+
+    def __init__(
+        self,
+        page: Page = PageParams,
+        start: str | None = Query(None, alias="from"),
+        end: str | None = Query(None, alias="to"),
+        user: User | None = Depends(board_user),
+        user_type: UserType | None = Query(
+            None, description="`affiliate` or `end_user`; absent: the leaderboard's own"
+        ),
+        currency_address: str | None = Query(None, description="An on-chain currency's address; absent: points"),
+        fields: str | None = Query(
+            None, description=f"Optional row fields, comma-separated: {', '.join(PAYOUTS_FIELDS)}"
+        ),
+    ):
+        self.page = page
+        self.window = _window(start, end)
+        self.user = user
+        self.role = ROLES.get(user_type)
+        currency = parse_currency(currency_address)
+        self.currency = None if currency == "point" else currency
+        self.fields = parse_fields(fields, PAYOUTS_FIELDS)

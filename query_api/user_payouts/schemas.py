@@ -1,0 +1,86 @@
+"""The query of a user's payout reads (API.md §7: the user, the currency kind, the page, the caller's project) and the
+shapes of their answers as the published client declares them (docs/fuul-sdk-7.41.0-surface.md, G6)."""
+
+from decimal import Decimal
+from typing import Literal
+
+from fastapi import Query
+
+from query_api.user_payouts import service
+from rewards.domain.referrals import json_number
+from rewards.domain.timestamps import format_timestamp
+from rewards.domain.tracking import names_project
+from rewards.ports import Principal
+from rewards.web.dependencies import Caller
+from rewards.web.errors import ApiError
+from rewards.web.requests import PageParams, parse_user
+
+Kind = Literal["point", "onchain-currency"]
+ONCHAIN = "onchain-currency"
+
+
+def _check_project(project_id: str | None, principal: Principal) -> None:
+    """The client sends `project_id` when its caller gives one: it must name the key's project (never another's)."""
+    if project_id is not None and not names_project(project_id, principal.project_id):
+        raise ApiError(403, "project_id is not this key's project")
+
+
+class UserQuery:
+    """The query of the by-conversion and movements reads: the user (`identifier_type`, as the client sends it, or
+    `user_identifier_type`), the currency kind, the page, and the caller's `project_id`, checked."""
+
+    def __init__(
+        self,
+        principal: Caller,
+        kind: Kind = Query(alias="type", description="`point`, or `onchain-currency` (tokens)"),
+        user_identifier: str | None = None,
+        identifier_type: str | None = None,
+        user_identifier_type: str | None = None,
+        project_id: str | None = Query(None, description="Optional; when sent, the key's project"),
+        page=PageParams,
+    ):
+        _check_project(project_id, principal)
+        self.user = parse_user(user_identifier, identifier_type or user_identifier_type)
+        self.onchain = kind == ONCHAIN
+        self.page = page
+        self.project_id = principal.project_id
+
+    def answer(self, total: int, results: list[dict]) -> dict:
+        return {"total_results": total, "page": self.page.page, "page_size": self.page.size, "results": results}
+
+
+def currency_json(currency: service.Currency, chain_id_type: type) -> dict:
+    return {"currency_address": currency.address, "chain_id": chain_id_type(currency.chain_id)}
+
+
+def earning_items(amounts: dict[service.Currency, Decimal]) -> list[dict]:
+    """The client's `EarningItem`s: points as the currency `{"address": "point", "chainId": null}`, first; tokens by
+    their address and chain id (a string); amounts are JSON numbers (raw integers of a token's smallest unit)."""
+    ordered = sorted(amounts.items(), key=lambda item: (item[0].address != service.POINT, item[0].chain_id,
+                                                        item[0].address))  # fmt: skip
+    return [
+        {
+            "currency": {
+                "address": currency.address,
+                "chainId": None if currency.address == service.POINT else str(currency.chain_id),
+            },
+            "amount": json_number(amount),
+        }
+        for currency, amount in ordered
+    ]
+
+
+def referred_json(referred: service.Referred, referrer_identifier: str) -> dict:
+    return {
+        referred.user.identifier: {
+            "volume": json_number(referred.volume),
+            "direct_eligible_volume": json_number(referred.direct_volume),
+            "indirect_eligible_volume": json_number(referred.indirect_volume),
+            "earnings": earning_items(referred.direct_commissions),
+            "total_commission_earned": earning_items(referred.commissions),
+            "date_joined": None if referred.joined_ms is None else format_timestamp(referred.joined_ms),
+            "event_referrer_identifier": referrer_identifier,
+            "user_rebate_rate": None if referred.rebate_rate is None else json_number(referred.rebate_rate),
+            "referral_code": None if referred.referral is None else referred.referral.code,
+        }
+    }

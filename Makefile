@@ -18,7 +18,7 @@ $(DEV_STAMP): $(STAMP)
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(DEV_STAMP)
 
-# tests/test_docs_page.py drives Debian's Chromium (playwright's own browser download cannot work here). Installed
+# tests/web/test_docs_page.py drives Debian's Chromium (playwright's own browser download cannot work here). Installed
 # when apt-get can (root); otherwise that test skips, and fails under CI=true.
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
@@ -39,8 +39,8 @@ run: $(STAMP)
 # a broker and a consumer group. make test-cluster runs the whole cluster suite (3 Kafka brokers, 3 Redis masters,
 # 2 ClickHouse shards; ~3.5 min, ~2.5 GB more): besides these, the broker kills under load and the contract suite
 # on two shards, which would take make test past 13 of CI's 15 minutes.
-QUICK_CLUSTER_TESTS := tests/contract tests/test_key_cache.py tests/test_redis_cluster.py \
-	tests/test_clickhouse_shards.py
+QUICK_CLUSTER_TESTS := tests/contract tests/adapters/test_key_cache.py tests/adapters/test_redis_cluster.py \
+	tests/adapters/test_clickhouse_shards.py
 test: $(DEV_STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -32,7 +32,7 @@ from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.payouts import User
 from rewards.ports import StateStore, Warehouse
-from tests.harness import Server
+from tests.support.harness import Server
 
 TARGET_P99_MS = 50
 SCALES = {"1k": (1_000, 10_000), "10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}  # affiliates, conversions

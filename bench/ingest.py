@@ -25,7 +25,7 @@ import psutil
 from bench.context import Context
 from bench.load import BATCH, USERS
 from bench.report import Figure
-from tests.harness import Admin, ProductionServer, Server, free_port, stop_processes, wait_healthy
+from tests.support.harness import Admin, ProductionServer, Server, free_port, stop_processes, wait_healthy
 
 PROJECTS = 8
 CONNECTIONS = 64

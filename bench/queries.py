@@ -35,7 +35,7 @@ from bench.report import Figure, percentiles, time_awaits, time_calls
 from query_api.claim_checks import service as claim_queries
 from query_api.payouts import service as payout_queries
 from rewards.domain.payouts import User
-from tests.harness import Server, free_port, stop_processes, wait_healthy
+from tests.support.harness import Server, free_port, stop_processes, wait_healthy
 
 SUMMARY_PATH, HISTORY_PATH = "/api/v1/payouts/summary", "/api/v1/claim-checks/claim-history"
 TARGET_MS = {"payouts": 5.0, "claims": 20.0}

@@ -3,8 +3,8 @@ carries it, the warehouse column that stores it and how a JSON answer shows it.
 
 Derived from these declarations: the record models of `schemas.records` (a published contract), the warehouse rows
 of `stream_workers.rows`, the affiliate object (`rewards.ports.Affiliate`) and the JSON answers that show an entity
-as it is (`rewards.domain.affiliates.affiliate_json`, `rewards.domain.claim_checks.check_json`). tests/test_entities.py
-holds the ClickHouse DDL (schemas/clickhouse/*.sql) to the columns declared here.
+as it is (`rewards.domain.affiliates.affiliate_json`, `rewards.domain.claim_checks.check_json`).
+tests/schemas/test_entities.py holds the ClickHouse DDL (schemas/clickhouse/*.sql) to the columns declared here.
 
 To add a field: declare it here and, if the warehouse stores it, add its column in a new migration. A record is a
 published contract: a field added to one has a default (the records already on the log lack it), and a field is

@@ -59,7 +59,7 @@ _record = TypeAdapter(Record)
 def dump_records(records: list[AnyRecord]) -> bytes:
     # Every field of a record is a JSON value already (str, int, None, and dicts and lists of those), so a
     # record's field dict serializes as its model would; orjson does it ~10x faster than pydantic's
-    # serializer of this union (a hot path: every accepted batch). tests/test_records.py holds them equal.
+    # serializer of this union (a hot path: every accepted batch). tests/schemas/test_records.py holds them equal.
     return orjson.dumps([record.__dict__ for record in records])
 
 
@@ -89,7 +89,7 @@ _conversions = compiled(
 def dump_conversions(project_id: str, batch_id: str, received_ms: int, events: list) -> bytes:
     """What dump_records writes for these events' ConversionRecords, without building the models (the
     hottest path of ingest: building them cost as much as validating the batch). `events`: any objects with the
-    record's other fields as attributes (ingest_api.events.schemas.ValidEvent); tests/test_records.py holds
+    record's other fields as attributes (ingest_api.events.schemas.ValidEvent); tests/schemas/test_records.py holds
     the two equal."""
     return orjson.dumps(_conversions(project_id, batch_id, received_ms, events))
 

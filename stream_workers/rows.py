@@ -134,7 +134,8 @@ def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
 
 def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
     """handlers.stored.claim_check_record_row(to_record(project_id, check)), without building the model (a check per
-    token payout): written out, a ClaimCheck's shape being its own (tests/test_worker_rows.py holds the two equal)."""
+    token payout): written out, a ClaimCheck's shape being its own (tests/stream_workers/test_worker_rows.py holds the
+    two equal)."""
     return {
         "project_id": project_id,
         "id": check.id,

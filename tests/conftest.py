@@ -1,9 +1,14 @@
 import pytest
 
 from rewards.devengines.clickhouse import connect
-from tests.harness import Admin, Api, Gateway, ProductionServer, Server
+from tests.support.harness import Admin, Api, Gateway, ProductionServer, Server
 
-pytest_plugins = ["tests.real_engines", "tests.redis_cluster", "tests.kafka_cluster", "tests.clickhouse_cluster"]
+pytest_plugins = [
+    "tests.support.real_engines",
+    "tests.support.redis_cluster",
+    "tests.support.kafka_cluster",
+    "tests.support.clickhouse_cluster",
+]
 
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each. `sharded`,
@@ -29,14 +34,14 @@ def production_server(kafka_url, redis_url, clickhouse_url):
 @pytest.fixture(scope="session")
 def sharded_kafka(tmp_path_factory):
     """A broker of the sharded stack's own: its workers must not share a consumer group with another stack's."""
-    from tests.real_engines import _own_engine  # (imported here: the plugin is registered after this module)
+    from tests.support.real_engines import _own_engine  # (imported here: the plugin is registered after this module)
 
     yield from _own_engine("kafka", tmp_path_factory.mktemp("sharded-kafka"))
 
 
 @pytest.fixture(scope="session")
 def sharded_server(sharded_kafka, redis_url, clickhouse_cluster):
-    """The production shape with its warehouse sharded over two ClickHouse nodes (tests/clickhouse_cluster.py):
+    """The production shape with its warehouse sharded over two ClickHouse nodes (tests/support/clickhouse_cluster.py):
     `rewards migrate` makes the `_local` and Distributed tables on each; the services know only CLICKHOUSE_URL."""
     database = "contract_sharded"
     for url in clickhouse_cluster.urls:

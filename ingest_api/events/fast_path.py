@@ -20,7 +20,7 @@ from schemas.events import MAX_EVENT_BYTES, BatchIn, EventIn
 # -- --------------------------------------------------------------------
 #
 # The same rules as above, each by the cheapest exact means; a batch is accepted here only if the checked path
-# would accept it and make the very same events of it (tests/test_events_at_once.py holds the two paths equal
+# would accept it and make the very same events of it (tests/ingest_api/test_events_at_once.py holds the two paths equal
 # on generated batches, valid and not). Anything else returns None, and the checked path answers. msgspec's
 # shape check accepts nothing pydantic's refuses (the same strict types and lengths, in characters; it refuses
 # some that pydantic takes, such as integers past 64 bits, which the checked path then takes). Its Structs are

@@ -14,7 +14,7 @@ POINT = "point"
 
 class PayoutKind(StrEnum):
     """Every kind of payout, as the warehouse stores it (payouts.kind) and the answers name it. The views' SQL names
-    them too: tests/test_payout_kinds.py holds every kind a view names to this enum."""
+    them too: tests/schemas/test_payout_kinds.py holds every kind a view names to this enum."""
 
     COMMISSION = "affiliate_commission"
     REFERRAL_REWARD = "referral_reward"

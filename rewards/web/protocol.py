@@ -4,7 +4,7 @@ A request the HTTP parser refuses never reaches the app, so uvicorn answers it i
 (`Invalid HTTP request received.`). This protocol is uvicorn's httptools one with those answers in the contract's
 body, and with a bound on the request line of its own, the gateway's (deploy/gateway.conf's
 large_client_header_buffers): a longer one is 414 before the parser buffers more of it. Written here because uvicorn
-offers no hook for either; it is a subclass of two small methods, checked by tests/test_hostile_surface.py."""
+offers no hook for either; it is a subclass of two small methods, checked by tests/web/test_hostile_surface.py."""
 
 import asyncio
 

@@ -8,7 +8,7 @@ gateway's route rules (in `deploy/gateway.conf`, which docker-compose mounts, an
 ConfigMap of `deploy/k8s/rewards.yaml`) are written from it between the `BEGIN routes` and
 `END routes` markers. To add a path prefix the query API serves, add its `(method, prefix)` to
 `QUERY_ROUTES` below (a prefix covers the path itself and everything under it), then run
-`python -m rewards.web.routing` to rewrite those blocks; nothing else is edited. `tests/test_deploy.py`
+`python -m rewards.web.routing` to rewrite those blocks; nothing else is edited. `tests/runtime/test_deploy.py`
 fails when a deploy file's block differs from what this table renders (`python -m rewards.web.routing
 --check` says which), when the rendered gateway rules route any path differently from
 `service_for`, and when a route of the query or ingest API is not the table's.

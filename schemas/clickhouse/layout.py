@@ -28,7 +28,7 @@ Two forms of the same layout:
   through the Distributed tables with `parallel_distributed_insert_select = 2` (each shard copies its own rows).
 
 The statements are parsed with regular expressions for the forms the migrations use (each has a test in
-tests/test_clickhouse_shards.py); a statement of another form is refused (LayoutError) rather than guessed at.
+tests/adapters/test_clickhouse_shards.py); a statement of another form is refused (LayoutError) rather than guessed at.
 Unquoted, unqualified names only: a migration refers to the tables of its own database.
 """
 

@@ -31,7 +31,7 @@ def _second_text(second: int) -> str:
 # quote, backquote, tab, newline) and a list becomes a literal of such escaped, quoted elements, the very rules of
 # `param_text`. Given `param_text`'s output it would escape it a second time, so that adapter binds `param_value`,
 # which adds only what clickhouse-connect lacks: it writes a tuple as a Tuple literal `(...)`, which no Array
-# parameter accepts, and a bool as `True`, which UInt8 refuses. tests/test_escaping.py sends the same values
+# parameter accepts, and a bool as `True`, which UInt8 refuses. tests/schemas/test_escaping.py sends the same values
 # through both adapters.
 
 

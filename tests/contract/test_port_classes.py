@@ -1,5 +1,5 @@
-"""Each adapter is a class for each port it serves (README, "Where a change lands"): each class has its port's
-methods, and the adapter's StateStore is all of them."""
+"""Each adapter is a class for each port it serves (docs/architecture.md, "Where a change lands"): each class has its
+port's methods, and the adapter's StateStore is all of them."""
 
 import pytest
 

@@ -3,7 +3,7 @@
 Every key of a project starts with `rw:{<project_id>}:`: the hash tag puts all of a project's keys in
 one Redis Cluster slot, so a Lua script may touch any of them. API keys are looked up by key id alone,
 so they live outside any project's slot, as do the outbox relay's index of projects and the
-acknowledgements of key changes; a script touches one of these at a time. (tests/test_redis_cluster.py
+acknowledgements of key changes; a script touches one of these at a time. (tests/adapters/test_redis_cluster.py
 checks that every command the store sends keeps to one slot.)
 
     rw:apikey:<key_id>                   hash    project_id, secret_hash (sha256 hex), scopes, created_ms, revoked_ms

@@ -4,7 +4,7 @@ They only guard and apply; the domain rules stay in Python (rewards.domain), whi
 decides, and a script re-checks whatever a concurrent request could have changed in between. Reads that must be
 consistent are scripts too: the store uses no MULTI/WATCH transactions, so that it runs on a Redis Cluster as on
 one node (rewards.adapters.production.redis_client). Each script's keys lie in one cluster slot
-(tests/test_redis_cluster.py checks every call the store makes).
+(tests/adapters/test_redis_cluster.py checks every call the store makes).
 
 A state change the warehouse must learn of writes, in the same script, an entry of the project's outbox: the
 message to publish (rewards.adapters.production.redis_state), relayed by rewards.adapters.production.outbox_relay if

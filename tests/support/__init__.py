@@ -1,0 +1,1 @@
+"""What the tests share beside conftest.py: servers, engines' clusters, helper processes."""

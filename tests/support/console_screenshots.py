@@ -1,0 +1,121 @@
+"""The README's screenshots of the operator console: `python -m tests.support.console_screenshots [OUT_DIR]`
+(default docs/).
+
+Starts `rewards serve` on a fresh data directory, makes a demo project through the API (affiliates three levels
+deep, purchases spread over two days, token swaps whose claim checks are closed and claimed, one dead letter),
+then photographs each page of the console in Debian's Chromium, as tests/query_api/test_console.py drives it:
+console-signin.png, console-health.png, console-payouts.png, console-affiliates.png, console-affiliate.png and
+console-claims.png."""
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from rewards.domain.timestamps import format_timestamp, now_ms
+from tests.query_api.test_console import CHROMIUM, OVERFLOWING, Console, Shop, purchase, swap, who
+from tests.support.harness import Server, eventually
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+HOUR_MS = 3_600_000
+AFFILIATES = [  # user, name, region, status, tier
+    (1, "Alice Martin", "EU", "active", "gold"),
+    (3, "Bob Chen", "US", "suspended", None),
+    (5, "Carol Diaz", "LATAM", "pending", None),
+    (7, "Dmitri Ivanov", "EU", "active", None),
+    (9, "Emi Sato", "JP", "active", "gold"),
+]
+REFERRALS = {1: [11, 12, 13], 11: [21, 22], 21: [31], 5: [14], 7: [15, 16], 9: [17]}
+BUYERS = [11, 12, 13, 14, 15, 16, 17, 21, 22, 31]
+CLAIM_HASH = "0x5e1f" + "a7" * 30
+
+
+def seed(shop: Shop) -> None:
+    for user, name, region, status, tier in AFFILIATES:
+        shop.register(user, name, region=region, status=status, **({"tier": tier} if tier else {}))
+    for referrer, referred in REFERRALS.items():
+        shop.refer(referrer, *referred)
+    now = now_ms()
+    events = [
+        {
+            **purchase(f"order-{i}", buyer, str(40 + (i * 37) % 260)),
+            "timestamp": format_timestamp(now - hours * HOUR_MS),
+        }
+        for i, (buyer, hours) in enumerate((BUYERS[i % len(BUYERS)], (i * 7) % 46) for i in range(60))
+    ]
+    events += [swap(f"swap-{user}", user, revenue) for user, revenue in ((11, "250"), (14, "120"), (21, "90"))]
+    events.append({**purchase("mint-1", 12, OVERFLOWING), "name": "mint"})  # past the payout limit: a dead letter
+    shop.send(*events[:-1])
+    shop.ok("POST", "/events/batch", json={"events": events[-1:]})
+    alice = [c["id"] for c in shop.ok("GET", "/claim-checks/rewards-payouts", params=who(1))["results"]]
+    shop.ok("POST", "/claim-checks/close", json={**who(1), "claim_check_ids": alice})
+    claim = {"hash": CLAIM_HASH, "claim_check_ids": alice}
+    eventually(lambda: _ok(shop.http.post("/claim-checks/claims", json=claim).status_code), 30)
+    trader = [c["id"] for c in shop.ok("GET", "/claim-checks/rewards-payouts", params=who(21))["results"]]
+    shop.ok("POST", "/claim-checks/close", json={**who(21), "claim_check_ids": trader})
+
+
+def _ok(status: int) -> None:
+    assert status == 200, status
+
+
+def photograph(console: Console, shop: Shop, out_dir: Path, suffix: str = "") -> list[Path]:
+    page = console.page
+    shots = []
+
+    def shoot(name: str) -> None:
+        page.wait_for_timeout(300)  # the charts' last frame
+        shots.append(out_dir / f"console-{name}{suffix}.png")
+        page.screenshot(path=str(shots[-1]), full_page=True)
+
+    shoot("signin")
+    console.sign_in(shop.service_key)
+    eventually(lambda: _ok(200 if console.text("#dead-letters-24h") == "1" else 0), 30)
+    shoot("health")
+    console.show("payouts")
+    page.wait_for_selector("#leaderboard-users tbody tr:nth-child(5)")
+    shoot("payouts")
+    console.show("affiliates")
+    page.wait_for_selector("#affiliates-table tbody tr:nth-child(5)")
+    shoot("affiliates")
+    page.click("#affiliates-table tbody td:text-is('Alice Martin')")
+    page.wait_for_selector("#affiliate-codes tbody td:not(.empty)")
+    page.wait_for_selector("#referral-tree > *")
+    shoot("affiliate")
+    console.show("claims")
+    page.wait_for_selector("#latest-claims tbody td:not(.empty)")
+    shoot("claims")
+    assert console.elsewhere == [], console.elsewhere
+    return shots
+
+
+def main(out_dir: Path = DOCS) -> None:
+    if not shutil.which("chromium"):
+        sys.exit("no chromium: install Debian's chromium package (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp) / "data").start()
+        try:
+            shop = Shop(server, server.url)
+            seed(shop)
+            eventually(lambda: _ok(200 if _volume(shop, "Alice Martin") != "0" else 0), 30)
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                for width, suffix in ((1280, ""), (390, "-390")):  # a laptop, a phone
+                    console = Console(browser, server.url, width)
+                    for shot in photograph(console, shop, out_dir, suffix):
+                        print(shot)
+                    console.context.close()
+                browser.close()
+        finally:
+            server.stop()
+
+
+def _volume(shop: Shop, name: str) -> str:
+    listing = shop.ok("GET", "/affiliates", params={"query": name})["results"]
+    return listing[0]["total_volume"] if listing else "0"
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS)

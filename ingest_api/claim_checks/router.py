@@ -18,11 +18,7 @@ CHANGE_RESPONSES = {
 }
 
 
-CLOSE_RESPONSES = {
-    **CHANGE_RESPONSES,
-    409: {"description": "Conflict: the project has no claim signer (`claim signer not configured`), or a check is "
-                         "claimed already"},
-}  # fmt: skip
+CLOSE_RESPONSES = {**CHANGE_RESPONSES, 409: {"description": "Conflict: a check is claimed already"}}
 
 
 @router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CLOSE_RESPONSES)

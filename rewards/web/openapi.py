@@ -23,7 +23,8 @@ except ImportError:  # FastAPI before 0.165: app.routes holds the APIRoutes them
 BEARER = "bearerAuth"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 DESCRIPTION = (
-    "The HTTP contract is API.md. Every request carries `Authorization: Bearer <API_KEY>`; bodies are JSON "
+    "The API reference is docs/api.md in the service's repository: scopes, errors, limits and every operation, in "
+    "the HTTP contract's sections (§0-§11). Every request carries `Authorization: Bearer <API_KEY>`; bodies are JSON "
     "(`Content-Type: application/json`). Every 4xx/5xx answers the error body `ErrorBody`; invalid "
     "parameters or bodies answer 400, never 422 (422 means only an unavailable referral code)."
 )

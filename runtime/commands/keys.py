@@ -18,7 +18,7 @@ def key_create(
         typer.Option(
             "--scope",
             metavar="SCOPE",
-            help=f"One of {', '.join(SCOPES)}; repeatable. None: a standard key (what needs no scope, API.md §0);"
+            help=f"One of {', '.join(SCOPES)}; repeatable. None: a standard key (what needs no scope, docs/api.md §0);"
             " service_role is accepted wherever a scope is needed.",
         ),
     ] = None,

@@ -44,7 +44,7 @@ def project_list(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
 def project_delete(
     project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR
 ) -> None:
-    """Delete a project: requests with its keys answer 404 "Project not found" from now on (API.md §0)."""
+    """Delete a project: requests with its keys answer 404 "Project not found" from now on (docs/api.md §0)."""
     if not with_state(data_dir, lambda state: state.delete_project(project_id)):
         fail(f"project {project_id} not found")
     emit({"project_id": project_id, "deleted": True})
@@ -58,7 +58,7 @@ def project_config(
     ],
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Load the payout configuration (API.md §6) from a JSON or YAML file."""
+    """Load the payout configuration (docs/api.md §6) from a JSON or YAML file."""
     from ingest_api.projects.service import config_json, parse_config
     from rewards.domain.payout_config import InvalidConfig
     from rewards.web.errors import validation_messages
@@ -110,7 +110,7 @@ def project_claim_signer(
     remove: Annotated[bool, typer.Option("--remove", help="Remove the project's claim signer")] = False,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Set the key that signs the project's claim checks (API.md §7), read from a file so that it stays out of the
+    """Set the key that signs the project's claim checks (docs/api.md §7), read from a file so that it stays out of the
     shell's history and the process list; encrypted at rest when REWARDS_SECRETS_KEY is set. Prints its address only."""
     from ingest_api.projects.service import put_claim_signer
     from rewards.domain.claim_signing import InvalidSignerKey, parse_signer_key

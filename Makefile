@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-cluster lint install clean bench
+.PHONY: run demo test test-cluster lint install clean bench
 
 $(STAMP): pyproject.toml
 	@echo "Installing the service into $(VENV) (the first time: about a minute)..."
@@ -33,6 +33,12 @@ install: $(DEV_STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/rewards serve
+
+# A demo project, "Demo shop", on the server `make run` serves (leave it running; run this in another terminal, in the
+# same folder): prints its service_role key and the console's address (docs/demo.md). DEMO_ARGS="--conversions 500"
+# for a smaller one, "--seed N" for other people.
+demo: $(STAMP)
+	$(VENV)/bin/rewards demo $(DEMO_ARGS)
 
 # The single-node suite, then the cluster tests that take about a minute (the state store's contract on a Redis
 # Cluster, the sharded warehouse). In two sessions: the cluster stacks and the single-node one would otherwise share

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from query_api.console import service
 from rewards.domain.timestamps import now_ms
 from rewards.web.app import API_PREFIX, PageRouter
-from rewards.web.dependencies import BackpressureDep, Caller, WarehouseDep
+from rewards.web.dependencies import BackpressureDep, Caller, StateDep, WarehouseDep
 
 router = APIRouter(prefix="/console", tags=["console"])
 pages = PageRouter(prefix="/console", include_in_schema=False)
@@ -37,13 +37,14 @@ PAGE_HEADERS = {
 
 
 @router.get("/health")
-async def health(principal: Caller, warehouse: WarehouseDep, backpressure: BackpressureDep):
-    """The project's pipeline: events accepted and written per second, how long they waited to be written
-    (freshness), the dead letters, and the event log's backlog (the whole pipeline's; null where this process does
-    not measure it: the production query API)."""
+async def health(principal: Caller, state: StateDep, warehouse: WarehouseDep, backpressure: BackpressureDep):
+    """The project (its id and name) and its pipeline: events accepted and written per second, how long they waited
+    to be written (freshness), the dead letters, and the event log's backlog (the whole pipeline's; null where this
+    process does not measure it: the production query API)."""
     now = now_ms()
     minutes = await service.pipeline_minutes(warehouse, principal.project_id, now - service.DAY_MS)
-    answer = {"project_id": principal.project_id, **service.health(minutes, now)}
+    name = await service.project_name(state, principal.project_id)
+    answer = {"project_id": principal.project_id, "project_name": name, **service.health(minutes, now)}
     answer["dead_letters"]["latest"] = await service.latest_dead_letters(warehouse, principal.project_id, 5)
     answer["backlog"] = {"scope": "pipeline", "messages": await service.backlog(backpressure)}
     return answer

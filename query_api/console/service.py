@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from rewards.domain.amounts import format_amount
 from rewards.domain.timestamps import format_timestamp
-from rewards.ports import Warehouse
+from rewards.ports import ProjectStore, Warehouse
 from rewards.web.backpressure import Backpressure
 from schemas.clickhouse.values import ch_datetime
 
@@ -33,6 +33,12 @@ class Minute:
     delay_ms: int
     max_delay_ms: int
     dead_letters: int
+
+
+async def project_name(state: ProjectStore, project_id: str) -> str | None:
+    """The name the project was created with (`rewards project create --name`), shown beside its id."""
+    project = await state.get_project(project_id)
+    return None if project is None else project.name
 
 
 async def pipeline_minutes(warehouse: Warehouse, project_id: str, since_ms: int) -> list[Minute]:

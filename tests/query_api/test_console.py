@@ -64,10 +64,12 @@ def swap(dedup_id: str, trader: int, revenue: str) -> dict:
 class Shop:
     """A fresh project on a shape's server, configured, with its keys and a plain HTTP client of its service key."""
 
+    NAME = "Corner shop"
+
     def __init__(self, server, base_url: str):
         admin = Admin(server)
         self.server, self.base_url = server, base_url
-        self.project_id = admin.project()
+        self.project_id = admin.project(self.NAME)
         self.service_key = admin.key(self.project_id, "service_role")
         self.standard_key = admin.key(self.project_id)
         self.http = Api(server, self.service_key, self.project_id)
@@ -168,7 +170,10 @@ def test_sign_in_then_a_batch_shows_in_the_summary_and_the_chart(console, shop):
     shop.refer(1, 2)  # the code use pays 60 points now: referrer 50, referred 10
     console.sign_in(shop.service_key)
     console.page.wait_for_selector("#nav:not([hidden])")
-    console.shown("#project-id", shop.project_id)
+    console.shown("#project-name", Shop.NAME)  # the project's name in the header, its id in the title
+    assert console.page.get_attribute("#project-name", "title") == f"project id {shop.project_id}"
+    answer = shop.ok("GET", "/console/health")
+    assert (answer["project_id"], answer["project_name"]) == (shop.project_id, Shop.NAME)
     console.show("payouts")
     console.shown("#summary-total", "60")
 

@@ -136,7 +136,7 @@ def test_serve_on_a_busy_port_says_so_before_anything_starts(tmp_path):
     "command",
     [[], ["serve"], ["ingest-api"], ["query-api"], ["workers"], ["migrate"], ["bound-redis-keys"], ["project"],
      ["project", "create"], ["project", "list"], ["project", "delete"], ["project", "config"], ["key"],
-     ["key", "create"], ["key", "list"], ["key", "revoke"]],
+     ["key", "create"], ["key", "list"], ["key", "revoke"], ["demo"]],
 )  # fmt: skip
 def test_help_names_what_each_option_takes_not_its_python_type(command):
     """(typer still shows an argument's type: `API_KEY <str>`.)"""

@@ -142,8 +142,8 @@ class Admin:
 
         return run_async(run())
 
-    def project(self) -> str:
-        return self._do(lambda s: s.create_project("test"))
+    def project(self, name: str = "test") -> str:
+        return self._do(lambda s: s.create_project(name))
 
     def key(self, project_id: str, *scopes: str) -> str:
         return self._do(lambda s: s.create_key(project_id, scopes))

@@ -7,6 +7,7 @@
   const API = document.body.dataset.api;
   const KEY_ITEM = "rewards-console-key";
   const PROJECT_ITEM = "rewards-console-project";
+  const PROJECT_NAME_ITEM = "rewards-console-project-name";
   const REFRESH_MS = 2000;
   const AUTO_REFRESHED = new Set(["health", "payouts", "claims"]);
   const $ = (selector) => document.querySelector(selector);
@@ -163,7 +164,7 @@
     if (!answer.ok) return problem(section, answer);
     clearProblem(section);
     const health = answer.body;
-    $("#project-id").textContent = health.project_id;
+    showProject(health.project_id, health.project_name);
     $("#accepted-rate").textContent = health.accepted_per_s.toFixed(2);
     $("#processed-rate").textContent = health.processed_per_s.toFixed(2);
     $("#freshness").textContent = duration(health.freshness.average_ms);
@@ -488,8 +489,15 @@
     load();
   }
 
+  // The project's name in the header, its id in the title (a name need not be unique; the id is).
+  function showProject(id, name) {
+    const shown = $("#project-name");
+    shown.textContent = name || id || "";
+    shown.title = id ? "project id " + id : "";
+  }
+
   function signedIn() {
-    $("#project-id").textContent = sessionStorage.getItem(PROJECT_ITEM) || "";
+    showProject(sessionStorage.getItem(PROJECT_ITEM), sessionStorage.getItem(PROJECT_NAME_ITEM));
     $("#nav").hidden = false;
     $("#session").hidden = false;
     $("#signin-error").hidden = true;
@@ -501,6 +509,7 @@
     key = null;
     sessionStorage.removeItem(KEY_ITEM);
     sessionStorage.removeItem(PROJECT_ITEM);
+    sessionStorage.removeItem(PROJECT_NAME_ITEM);
     for (const name of Object.keys(charts)) {
       charts[name].destroy();
       delete charts[name];
@@ -522,7 +531,10 @@
     const answer = await api("/console/health");
     if (answer.status === 401) return signOut(messageOf(answer));
     sessionStorage.setItem(KEY_ITEM, key);
-    if (answer.ok) sessionStorage.setItem(PROJECT_ITEM, answer.body.project_id);
+    if (answer.ok) {
+      sessionStorage.setItem(PROJECT_ITEM, answer.body.project_id);
+      sessionStorage.setItem(PROJECT_NAME_ITEM, answer.body.project_name || "");
+    }
     signedIn();
   });
 

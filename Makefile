@@ -56,7 +56,7 @@ test: $(DEV_STAMP) $(CHROMIUM)
 test-cluster: $(DEV_STAMP)
 	$(PY) -m pytest -q -m cluster
 
-# Benchmarks (not part of `make test`): every suite, both shapes, one table (README.md, "Benchmarks").
+# Benchmarks (not part of `make test`): every suite, both shapes, one table (docs/benchmarks.md).
 # Generated data is kept in .bench-data between runs; BENCH_ARGS="--quick" for a short trial.
 bench: $(DEV_STAMP)
 	$(PY) -m bench $(BENCH_ARGS)

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     # Where ingest processes keep their index lock files (default: systemd's RUNTIME_DIRECTORY, else the temp dir).
     runtime_dir: Path | None = None
     # Records per warehouse insert at most: ClickHouse costs ~150 µs per event at 2,000, ~60 at 10,000 (the merges
-    # of the parts each insert makes in every view), for ~75 MB more per worker process (README "Benchmarks").
+    # of the parts each insert makes in every view), for ~75 MB more per worker process (docs/benchmarks.md).
     worker_batch_size: int = 10_000
     worker_group_id: str = "rewards-workers"  # the workers' Kafka consumer group (the ingest edge reads its lag)
     # Back-pressure: while more messages than this wait for the workers (Kafka's consumer lag, the embedded

@@ -26,9 +26,9 @@ async def close_checks(
     request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep, settings: SettingsDep
 ):
     """Moves the user's open checks to `closed` (closing a closed check again is a no-op) and answers, for each listed
-    check, the signed claim form an on-chain claim needs (the published client's `ClaimResponse`; README "Signed claim
-    checks"), unsigned when no EVM contract can pay the check. A project without a claim signer gets the checks, as
-    API.md §5 answers them."""
+    check, the signed claim form an on-chain claim needs (the published client's `ClaimResponse`; docs/security.md,
+    "Signed claim checks"), unsigned when no EVM contract can pay the check. A project without a claim signer gets the
+    checks, as API.md §5 answers them."""
     fields: CloseChecks = await request_fields(request, CloseChecks)
     owner = parse_user(fields.user_identifier, fields.user_identifier_type)
     return await service.close_signed(

@@ -113,8 +113,8 @@ async def claimable_checks(
     request: Request, principal: FormsReader, state: StateDep, warehouse: WarehouseDep, settings: SettingsDep
 ):
     """A read done by POST: the user's claimable checks (closed, payable by an EVM contract; among the newest 1,000),
-    each as the signed claim form an on-chain claim needs (the published client's `ClaimResponse`; README "Signed
-    claim checks")."""
+    each as the signed claim form an on-chain claim needs (the published client's `ClaimResponse`;
+    docs/security.md, "Signed claim checks")."""
     fields: ClaimableChecks = await request_fields(request, ClaimableChecks)
     user = parse_user(fields.user_identifier, fields.user_identifier_type)
     return await service.claim_forms(state, warehouse, principal.project_id, user, settings.secrets_keys, now_ms())

@@ -79,7 +79,8 @@ async def movements(
             "conversion_id": row.conversion,
             "conversion_name": row.conversion,
             "total_amount": format_amount(row.amount),
-            "project_name": query.project_id,  # the state store's ports read no project name (README "Payout history")
+            # the state store's ports read no project name (docs/client.md, "Payout history")
+            "project_name": query.project_id,
             "payout_status": row.status,
             "payout_status_details": None,
         }

@@ -25,7 +25,7 @@ so one that failed half-way runs again from its start next time: its statements 
 
 ClickHouse has no transactional DDL nor locks: one migrator at a time (`rewards migrate` runs once per
 deployment; the embedded server migrates at start-up, before its worker starts). A migration that backfills
-a new view must run while no worker writes (see README.md, "Migrations").
+a new view must run while no worker writes (see docs/operations.md, "Migrations").
 """
 
 import logging

@@ -6,7 +6,7 @@ that records each proof it paid pays every check at most once, however many form
 contract can pay (its user or its token's address is not an EVM address, or its amount passes uint256) still closes,
 as API.md §5 has it, and its form is unsigned: `signatures` empty, `deadline` 0.
 
-The typed data, exactly (README "Signed claim checks" says the same, for a contract's authors):
+The typed data, exactly (docs/security.md, "Signed claim checks", says the same, for a contract's authors):
 
     domain   {name: "Rewards Claim", version: "1", chainId: <the currency's chain id>,
               verifyingContract: <the project's claim_contract_address, else the zero address>}

@@ -88,7 +88,7 @@ def migrate(
 @app.command("bound-redis-keys")
 def bound_redis_keys() -> None:
     """Give a TTL to the dedup keys and event-name sets an install made before the dedup windows (production
-    shape, REDIS_URL): a one-off after upgrading, safe beside running services (README "Windows")."""
+    shape, REDIS_URL): a one-off after upgrading, safe beside running services (docs/operations.md, "Windows")."""
     from tqdm import tqdm
 
     from rewards.settings import Settings

@@ -42,7 +42,7 @@ ORDER BY plan_key
 TTL toDateTime(created_at) + INTERVAL 7 DAY
 SETTINGS non_replicated_deduplication_window = 100000;
 
--- The ids written before this migration (run it while no workers write, see README "Migrations").
+-- The ids written before this migration (run it while no workers write, see docs/operations.md, "Migrations").
 TRUNCATE TABLE dedup_ids;
 
 INSERT INTO dedup_ids SETTINGS insert_deduplicate = 0

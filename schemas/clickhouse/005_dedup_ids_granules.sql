@@ -4,8 +4,8 @@
 -- primary index stays ~0.22 B per id (measured). Neither setting can change on an existing table: the ids are
 -- copied to a table made anew, which then takes the name. Each step may run again after a failure. Rows a worker
 -- writes between the copy and the exchange land in the old table: they are copied again after the exchange (the
--- replacing engine merges the repeats), so none is lost even if workers write meanwhile (README "Migrations"
--- still says to stop them: the second copy costs as much as the first).
+-- replacing engine merges the repeats), so none is lost even if workers write meanwhile (docs/operations.md,
+-- "Migrations" still says to stop them: the second copy costs as much as the first).
 DROP TABLE IF EXISTS dedup_ids_next;
 
 CREATE TABLE dedup_ids_next

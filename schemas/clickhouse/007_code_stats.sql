@@ -69,9 +69,10 @@ SELECT project_id, reinterpretAsUInt128(sipHash128(referrer_identifier_type, ref
        toUInt64(1) AS removed_users
 FROM referral_removals;
 
--- The backfill of the referrals written before (run it while no workers write, see README "Migrations"): emptied
--- first, so that a retry after a failure starts it over; not deduplicated, so that a retry's identical block is
--- written. Earnings through a code count from this migration on (payouts written before carry no code).
+-- The backfill of the referrals written before (run it while no workers write, see docs/operations.md,
+-- "Migrations"): emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's
+-- identical block is written. Earnings through a code count from this migration on (payouts written before carry
+-- no code).
 TRUNCATE TABLE code_stats;
 
 -- backfill: code_stats_referrals_mv

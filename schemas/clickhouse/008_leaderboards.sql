@@ -126,8 +126,9 @@ SELECT project_id, role, lower(currency) AS currency, toStartOfHour(happened_at)
        recipient_identifier, currency_chain_id, amount, toUInt64(1) AS payouts
 FROM payouts WHERE currency != 'point';
 
--- The backfill of the rows written before (run it while no workers write, see README "Migrations"): emptied first, so
--- that a retry after a failure starts it over; not deduplicated, so that a retry's identical block is written.
+-- The backfill of the rows written before (run it while no workers write, see docs/operations.md, "Migrations"):
+-- emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's identical block
+-- is written.
 -- These are written out, not `-- backfill:` (schemas/clickhouse/__init__.py): their queries are not their views' (no
 -- aliases, column lists; the referred figures joined from conversions, attributions counted over the distinct
 -- conversions of the whole table where a view groups the inserted block), and an applied migration stays as it ran.

@@ -117,9 +117,9 @@ LEFT ANY JOIN (
     AND p.level = v.level AND p.recipient_identifier_type = v.affiliate_identifier_type
     AND p.recipient_identifier = v.affiliate_identifier;
 
--- The backfills of what was written before (run them while no workers write, see README "Migrations"): each table
--- emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's identical block
--- is written.
+-- The backfills of what was written before (run them while no workers write, see docs/operations.md,
+-- "Migrations"): each table emptied first, so that a retry after a failure starts it over; not deduplicated, so that
+-- a retry's identical block is written.
 -- recipient_payouts and referrer_earnings_daily are written out, not `-- backfill:` (schemas/clickhouse/__init__.py):
 -- their views narrow the conversions and payouts they join to the keys of the inserted block, which these
 -- queries over whole tables leave out.

@@ -191,10 +191,10 @@ SELECT project_id, reinterpretAsUInt128(sipHash128(user_identifier_type, user_id
        toUInt64(1) AS conversions
 FROM conversions;
 
--- The backfill of what was written before (run it while no workers write, see README "Migrations"): each table
--- emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's identical blocks
--- are written. affiliate_portal_totals gets its level-1 figures from its view of the rows inserted into
--- affiliate_portal_daily, the rest from their sources.
+-- The backfill of what was written before (run it while no workers write, see docs/operations.md, "Migrations"):
+-- each table emptied first, so that a retry after a failure starts it over; not deduplicated, so that a retry's
+-- identical blocks are written. affiliate_portal_totals gets its level-1 figures from its view of the rows inserted
+-- into affiliate_portal_daily, the rest from their sources.
 TRUNCATE TABLE affiliate_portal_totals;
 
 -- affiliate_portal_daily and affiliate_portal_earnings_daily are written out, not `-- backfill:`

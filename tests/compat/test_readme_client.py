@@ -1,5 +1,5 @@
-"""README "Using the published client": its Node snippet, pasted as it is, runs against `rewards serve` and prints
-what it promises (the referred user's status)."""
+"""docs/client.md, "Using the published client": its Node snippet, pasted as it is, runs against `rewards serve`
+and prints what it promises (the referred user's status)."""
 
 import json
 import os
@@ -11,11 +11,11 @@ from pathlib import Path
 from tests.compat.driver import ensure_sdk
 from tests.support.harness import Admin
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLIENT_DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
 
 
 def snippet() -> str:
-    section = README.read_text().split("## Using the published client", 1)[1].split("\n## ", 1)[0]
+    section = CLIENT_DOC.read_text().split("## Using the published client", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```js\n(.*?)```", section, re.S)
     return code
 

@@ -249,8 +249,8 @@ def _assert_equal(actual, expected) -> None:
 
 
 def recover(form: dict) -> str:
-    """Who signed a form, as a contract finds out: the typed data rebuilt from the form's own fields (README "Signed
-    claim checks"), on the form's chain, and the signer recovered from its signature."""
+    """Who signed a form, as a contract finds out: the typed data rebuilt from the form's own fields
+    (docs/security.md, "Signed claim checks"), on the form's chain, and the signer recovered from its signature."""
     document = {
         "types": {
             "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},

@@ -4,7 +4,7 @@ routes (tests.support.harness.Gateway). Each test signs in with a key and reads 
 request the page makes is watched, and any to another host is refused and fails the test (the console needs no
 network beyond the server). One browser for the module, a fresh tab (and session storage) per test.
 
-`python -m tests.support.console_screenshots` writes the README's screenshots (docs/console-*.png) from the same
+`python -m tests.support.console_screenshots` writes docs/console.md's screenshots (docs/console-*.png) from the same
 pages."""
 
 import shutil

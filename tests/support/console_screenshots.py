@@ -1,4 +1,4 @@
-"""The README's screenshots of the operator console: `python -m tests.support.console_screenshots [OUT_DIR]`
+"""The operator console's screenshots in docs/console.md: `python -m tests.support.console_screenshots [OUT_DIR]`
 (default docs/).
 
 Starts `rewards serve` on a fresh data directory, makes a demo project through the API (affiliates three levels

@@ -5,7 +5,8 @@ Starts `rewards serve` on a fresh data directory, makes a demo project through t
 deep, purchases spread over two days, token swaps whose claim checks are closed and claimed, one dead letter),
 then photographs each page of the console in Debian's Chromium, as tests/query_api/test_console.py drives it:
 console-signin.png, console-health.png, console-payouts.png, console-affiliates.png, console-affiliate.png and
-console-claims.png."""
+console-claims.png, each also 390 px wide (a phone: console-*-390.png); the front page (landing.png, landing-390.png)
+and /docs with the summary tried out (docs-try-it-out.png)."""
 
 import shutil
 import sys
@@ -91,6 +92,38 @@ def photograph(console: Console, shop: Shop, out_dir: Path, suffix: str = "") ->
     return shots
 
 
+def photograph_front_and_docs(browser, base_url: str, shop: Shop, out_dir: Path) -> list[Path]:
+    """The front page (`/`) at both widths, and /docs with the summary's operation tried out: its real answer below
+    the documented example."""
+    shots = []
+    for width, suffix in ((1280, ""), (390, "-390")):
+        context = browser.new_context(viewport={"width": width, "height": 800})
+        page = context.new_page()
+        page.goto(f"{base_url}/")
+        shots.append(out_dir / f"landing{suffix}.png")
+        page.screenshot(path=str(shots[-1]), full_page=True)
+        context.close()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{base_url}/docs")
+    page.locator("button.authorize").first.click(timeout=15_000)
+    page.locator(".modal-ux input").first.fill(shop.service_key)
+    page.locator(".modal-ux button.authorize").click()
+    page.locator(".modal-ux button.btn-done").click()
+    operation = page.locator(".opblock-get", has=page.locator('[data-path="/api/v1/payouts/summary"]'))
+    operation.locator(".opblock-summary").click()
+    operation.locator("button.try-out__btn").click()
+    currency = operation.locator('tr[data-param-name="currency"] input, tr[data-param-name="currency"] select').first
+    if currency.evaluate("e => e.tagName") == "INPUT":
+        currency.fill("point")  # a document without the enum: nothing filled in by itself
+    operation.locator("button.execute").click()
+    operation.locator(".live-responses-table .response .response-col_status").first.wait_for(timeout=15_000)
+    shots.append(out_dir / "docs-try-it-out.png")
+    operation.screenshot(path=str(shots[-1]))
+    context.close()
+    return shots
+
+
 def main(out_dir: Path = DOCS) -> None:
     if not shutil.which("chromium"):
         sys.exit("no chromium: install Debian's chromium package (apt-get install chromium)")
@@ -107,6 +140,8 @@ def main(out_dir: Path = DOCS) -> None:
                     for shot in photograph(console, shop, out_dir, suffix):
                         print(shot)
                     console.context.close()
+                for shot in photograph_front_and_docs(browser, server.url, shop, out_dir):
+                    print(shot)
                 browser.close()
         finally:
             server.stop()

@@ -9,6 +9,22 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 MAX_EVENTS_PER_BATCH = 100
 MAX_EVENT_BYTES = 16 * 1024
 
+# Examples of the OpenAPI document (documentation only): Bob, referred by Alice, buys for 200.
+PURCHASE = {
+    "name": "purchase",
+    "user_identifier": "bob@example.com",
+    "user_identifier_type": "email",
+    "dedup_id": "order-1042",
+    "timestamp": "2026-11-22T09:12:03.123Z",
+    "args": {"value": {"amount": "200", "currency": {"name": "USD"}}, "revenue": {"amount": "12.5"}},
+    "metadata": {"referrer_code": "Q7K2M9X"},
+}
+PAGEVIEW = {
+    "name": "pageview",
+    "args": {"page": "/pricing", "locationOrigin": "https://shop.example.com"},
+    "metadata": {"tracking_id": "V1StGXR8_Z5jdHi6B-myT", "affiliate_id": "Q7K2M9X", "referrer": "Q7K2M9X"},
+}
+
 
 class NestedUser(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -19,7 +35,7 @@ class NestedUser(BaseModel):
 class EventIn(BaseModel):
     """One conversion event. Any other top-level field is refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [PURCHASE]})
 
     name: str = Field(min_length=1, max_length=128)
     dedup_id: str = Field(min_length=1, max_length=255)
@@ -32,7 +48,7 @@ class EventIn(BaseModel):
 
 
 class BatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"events": [PURCHASE]}]})
     events: list[EventIn] = Field(min_length=1, max_length=MAX_EVENTS_PER_BATCH)
 
 
@@ -72,7 +88,7 @@ class FuulEvent(BaseModel):
     """A tracking event as the client sends it (no dedup_id). Its user: `user`, or §3's `user_identifier` and
     `user_identifier_type`, or `user_address` (an EVM address); none for a pageview or `sendEvent`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [PAGEVIEW]})
 
     name: str = Field(min_length=1, max_length=128)
     user: NestedUser | None = None

@@ -13,8 +13,10 @@ from pydantic import BaseModel, ValidationError
 from ingest_api.affiliates import service
 from ingest_api.affiliates.schemas import (
     CLIENT_FORM_FIELDS,
+    AffiliateCodeAnswer,
     CreateAffiliate,
     CreateAffiliateCode,
+    RebateRateAnswer,
     UpdateAffiliateCode,
     UpdateRebateRate,
     affiliate_code_json,
@@ -26,10 +28,11 @@ from rewards.domain.limits import LimitError
 from rewards.domain.payouts import User
 from rewards.domain.referrals import json_number, parse_rebate_rate
 from rewards.ports import EventLog, StateStore
+from rewards.web.answers import AffiliateAnswer
 from rewards.web.dependencies import AffiliateFiguresDep, EventLogDep, ServiceCaller, StateDep
 from rewards.web.errors import ApiError, bad_request, validation_messages
 from rewards.web.numbers import ExactJSONResponse
-from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc, success
 from rewards.web.requests import json_body, parse_user, request_fields
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
@@ -78,6 +81,7 @@ async def _client_fields(request: Request, model: type[BaseModel]) -> Any:
 
 
 CODE_WRITES = {
+    **success(AffiliateCodeAnswer, "The affiliate and its code under the new name"),
     404: {"description": "The user has no affiliate code (or not that one)"},
     409: {"description": "Code in use: another code has or had this name"},
     **LOG_UNAVAILABLE,
@@ -89,6 +93,11 @@ CODE_WRITES = {
     status_code=201,
     openapi_extra=_create_body_doc(),
     responses={
+        **success(
+            AffiliateAnswer | AffiliateCodeAnswer,
+            "Created: the affiliate (API.md §4's form), or its affiliate code (createAffiliateCode's form)",
+            201,
+        ),
         409: {
             "description": "Affiliate already exists: the user is registered (API.md §4 form); Code in use, or Address "
             "in use (the user has an affiliate code: createAffiliateCode's form)"
@@ -132,7 +141,10 @@ async def _create_affiliate_code(state: StateStore, log: EventLog, project_id: s
 @router.post(
     "/{user_identifier}/rebate-rate",
     openapi_extra=request_body_doc(UpdateRebateRate),
-    responses={404: {"description": "The code is not one of the user's"}},
+    responses={
+        **success(RebateRateAnswer, "The code's new rate"),
+        404: {"description": "The code is not one of the user's"},
+    },
 )
 async def update_rebate_rate(request: Request, principal: ServiceCaller, state: StateDep, user_identifier: str):
     """API.md §7 `updateRebateRate`: the share (0 to 1) of each level-1 commission through the code that goes to the

@@ -3,10 +3,11 @@
 from fastapi import APIRouter, Request
 
 from ingest_api.claim_checks import service
-from ingest_api.claim_checks.schemas import CloseChecks, RecordClaims
+from ingest_api.claim_checks.schemas import ClaimsRecorded, CloseChecks, RecordClaims
 from rewards.domain.timestamps import now_ms
+from rewards.web.answers import ClaimCheckAnswer, ClaimForm
 from rewards.web.dependencies import EventLogDep, ServiceCaller, SettingsDep, StateDep
-from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc, success
 from rewards.web.requests import parse_user, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
@@ -18,7 +19,14 @@ CHANGE_RESPONSES = {
 }
 
 
-CLOSE_RESPONSES = {**CHANGE_RESPONSES, 409: {"description": "Conflict: a check is claimed already"}}
+CLOSE_RESPONSES = {
+    **success(
+        list[ClaimForm | ClaimCheckAnswer],
+        "A signed claim form per listed check (a project without a claim signer: the checks, closed)",
+    ),
+    **CHANGE_RESPONSES,
+    409: {"description": "Conflict: a check is claimed already"},
+}  # fmt: skip
 
 
 @router.post("/close", openapi_extra=request_body_doc(CloseChecks), responses=CLOSE_RESPONSES)
@@ -36,7 +44,11 @@ async def close_checks(
     )
 
 
-@router.post("/claims", openapi_extra=request_body_doc(RecordClaims), responses=CHANGE_RESPONSES)
+@router.post(
+    "/claims",
+    openapi_extra=request_body_doc(RecordClaims),
+    responses={**success(ClaimsRecorded, "The claims recorded"), **CHANGE_RESPONSES},
+)
 async def record_claims(request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep):
     """Closed checks become `claimed` by a transaction; the same hash and ids again is a no-op.
     `claimed` counts the listed checks now claimed by this hash, so a retry answers as the first call."""

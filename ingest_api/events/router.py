@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
 from ingest_api.events import service, tracking
-from ingest_api.events.schemas import InvalidEvents
+from ingest_api.events.schemas import EventsIngested, EventStatus, InvalidEvents, OneEventIngested, UserEventStatus
 from ingest_api.events.tracking_validation import is_tracking_event, validate_tracking_event
 from ingest_api.events.validation import parse_json, validate_batch, validate_event
 from rewards.domain.tracking import names_project
@@ -16,7 +16,7 @@ from rewards.ports import Principal
 from rewards.web.auth import guard
 from rewards.web.dependencies import Caller, Intake, IntakeDep, StateDep
 from rewards.web.errors import ApiError, bad_request
-from rewards.web.openapi import LOG_UNAVAILABLE
+from rewards.web.openapi import LOG_UNAVAILABLE, success
 from rewards.web.requests import parse_user
 from schemas.events import BatchIn, EventIn, FuulEvent
 
@@ -41,7 +41,11 @@ SINGLE_EVENT_DOC = {
 }  # fmt: skip
 
 BATCH_RESPONSES = {
-    200: {"description": "Accepted"},
+    **success(
+        EventsIngested,
+        "Accepted: the new events are durable (a retry with the same Idempotency-Key and body gets "
+        "the first answer again)",
+    ),
     409: {"description": "Conflict: the Idempotency-Key was used before with a different body"},
     **LOG_UNAVAILABLE,
 }
@@ -71,6 +75,9 @@ async def post_batch(
     status_code=201,
     openapi_extra=SINGLE_EVENT_DOC,
     responses={
+        **success(
+            OneEventIngested, "Created: the event is accepted (a tracking event: stored, or 0 for an exact repeat)", 201
+        ),
         403: {
             "description": "Forbidden: the key lacks the scope, or a tracking event's project_id names another project"
         },
@@ -116,7 +123,10 @@ async def _accept(intake: Intake, project_id, events, idempotency):
     return await service.accept(intake.state, intake.log, intake.backpressure, project_id, events, idempotency)
 
 
-@router.get("/events/status")
+@router.get(
+    "/events/status",
+    responses=success(EventStatus | UserEventStatus, "The event's status (with dedup_id), or the user's (without)"),
+)
 async def event_status(
     principal: Caller,
     state: StateDep,

@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Request
 
 from ingest_api.projects import service
-from ingest_api.projects.schemas import NO_SIGNER, SIGNER_ADDRESS, SIGNER_KEY, ConfigDocument
+from ingest_api.projects.schemas import NO_SIGNER, SIGNER_ADDRESS, SIGNER_KEY, ConfigDocument, config_answer_schema
 from rewards.domain.claim_signing import InvalidSignerKey, SignerKey, parse_signer_key
 from rewards.domain.payout_config import InvalidConfig, PayoutConfig
 from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep
@@ -12,6 +12,10 @@ from rewards.web.openapi import request_body_doc
 from rewards.web.requests import json_body
 
 router = APIRouter(prefix="/projects", tags=["projects"])
+
+
+def _config_answer(description: str) -> dict:
+    return {200: {"description": description, "content": {"application/json": {"schema": config_answer_schema()}}}}
 
 
 def parse_document(document: object) -> tuple[PayoutConfig, SignerKey | object | None]:
@@ -36,7 +40,11 @@ def parse_document(document: object) -> tuple[PayoutConfig, SignerKey | object |
     return config, signer
 
 
-@router.put("/config", openapi_extra=request_body_doc(ConfigDocument))
+@router.put(
+    "/config",
+    openapi_extra=request_body_doc(ConfigDocument),
+    responses=_config_answer("The configuration now in force"),
+)
 async def put_config(request: Request, principal: ServiceCaller, state: StateDep, settings: SettingsDep):
     config, signer = parse_document(json_body(await request.body()))
     await service.put_config(state, principal.project_id, config)
@@ -45,7 +53,7 @@ async def put_config(request: Request, principal: ServiceCaller, state: StateDep
     return service.config_json(config, await service.signer_address(state, principal.project_id))
 
 
-@router.get("/config")
+@router.get("/config", responses=_config_answer("The project's payout configuration"))
 async def get_config(principal: ServiceCaller, state: StateDep):
     config = await service.get_config(state, principal.project_id)
     return service.config_json(config, await service.signer_address(state, principal.project_id))

@@ -5,14 +5,25 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from ingest_api.referral_codes import service
-from ingest_api.referral_codes.schemas import CreateCodes, RemoveReferral, UpdateCode, UseCode, code_json
+from ingest_api.referral_codes.schemas import (
+    CodePage,
+    CodeRecordAnswer,
+    CreateCodes,
+    ReferralRemovedAnswer,
+    ReferralStatusAnswer,
+    RemoveReferral,
+    UpdateCode,
+    UseCode,
+    UserReferrerAnswer,
+    code_json,
+)
 from rewards.domain.referrals import json_number
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Principal
 from rewards.web.auth import guard
 from rewards.web.dependencies import Caller, CodeFiguresDep, CodeTrafficDep, EventLogDep, ServiceCaller, StateDep
 from rewards.web.numbers import ExactJSONResponse
-from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc
+from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc, success
 from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/referral_codes", tags=["referral codes"])
@@ -25,7 +36,7 @@ CodesReader = Annotated[Principal, Depends(guard("referral_codes:read"))]
     "",
     status_code=201,
     openapi_extra=request_body_doc(CreateCodes, required=False, query=True),
-    responses=LOG_UNAVAILABLE,
+    responses={**success(list[CodeRecordAnswer], "Created: the new codes", 201), **LOG_UNAVAILABLE},
 )
 async def create_codes(request: Request, principal: CodesCreator, state: StateDep, log: EventLogDep):
     fields: CreateCodes = await request_fields(request, CreateCodes)
@@ -34,7 +45,13 @@ async def create_codes(request: Request, principal: CodesCreator, state: StateDe
     return ExactJSONResponse([code_json(r) for r in codes], status_code=201)
 
 
-@router.get("", responses={404: {"description": "No referral codes found for this user"}})
+@router.get(
+    "",
+    responses={
+        **success(CodePage, "A page of the user's codes, newest first"),
+        404: {"description": "No referral codes found for this user"},
+    },
+)
 async def list_codes(
     principal: CodesReader,
     state: StateDep,
@@ -56,7 +73,7 @@ async def _code_answer(traffic, figures, project_id: str, record) -> ExactJSONRe
     return ExactJSONResponse(code_json(record, shown[record.code]))
 
 
-@router.get("/status")
+@router.get("/status", responses=success(ReferralStatusAnswer, "Whether the user is referred, by whom"))
 async def referral_status(
     principal: Caller, state: StateDep, user_identifier: str | None = None, user_identifier_type: str | None = None
 ):
@@ -74,15 +91,16 @@ async def referral_status(
 
 
 CODE_NOT_FOUND = {404: {"description": "Referral code not found"}}
+THE_CODE = success(CodeRecordAnswer, "The code")
 
 
-@router.get("/{code}", responses=CODE_NOT_FOUND)
+@router.get("/{code}", responses={**THE_CODE, **CODE_NOT_FOUND})
 async def get_code(principal: Caller, state: StateDep, traffic: CodeTrafficDep, figures: CodeFiguresDep, code: str):
     record = await service.get_code(state, principal.project_id, code)
     return await _code_answer(traffic, figures, principal.project_id, record)
 
 
-@router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses=CODE_NOT_FOUND)
+@router.patch("/{code}", openapi_extra=request_body_doc(UpdateCode), responses={**THE_CODE, **CODE_NOT_FOUND})
 async def update_code(
     request: Request,
     principal: ServiceCaller,
@@ -97,6 +115,7 @@ async def update_code(
 
 
 USE_RESPONSES = {
+    **success(CodeRecordAnswer, "The code after the use"),
     400: {"description": "The owner using their own code, or a use that would make a referral cycle"},
     **CODE_NOT_FOUND,
     409: {"description": "Conflict: the user is already referred"},
@@ -126,7 +145,11 @@ async def use_code(
 @router.delete(
     "/{code}/referrals",
     openapi_extra=request_body_doc(RemoveReferral, required=False, query=True),
-    responses={404: {"description": "The user is not referred by that referrer through that code"}, **LOG_UNAVAILABLE},
+    responses={
+        **success(ReferralRemovedAnswer, "The referral removed"),
+        404: {"description": "The user is not referred by that referrer through that code"},
+        **LOG_UNAVAILABLE,
+    },
 )
 async def remove_referral(request: Request, principal: ServiceCaller, state: StateDep, log: EventLogDep, code: str):
     """API.md §7 `deleteReferral`: the user's referral is removed, so the user may be referred again; the code's uses
@@ -149,7 +172,7 @@ async def remove_referral(request: Request, principal: ServiceCaller, state: Sta
 user_router = APIRouter(prefix="/user", tags=["referral codes"])
 
 
-@user_router.get("/referrer")
+@user_router.get("/referrer", responses=success(UserReferrerAnswer, "The user's level-1 referrer, or nulls"))
 async def user_referrer(
     principal: Caller, state: StateDep, user_identifier: str | None = None, user_identifier_type: str | None = None
 ):

@@ -1,11 +1,12 @@
-"""Referral-code requests and the code record (API.md §2)."""
+"""Referral-code requests and the code record (API.md §2), and the answers (documented: rewards.web.answers)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rewards.domain.referrals import CodeRecord, code_figures_json
 from rewards.domain.timestamps import format_timestamp
+from rewards.web.answers import ALICE, BOB, CODE, Answer, CodeFigures, IdentifierType, exact_number, text, timestamp
 from rewards.web.fields import Integer
 
 MaxUses = Annotated[Integer, Field(gt=0, le=2**31 - 1)] | None  # bounded: stored as a 64-bit integer, answered to JS
@@ -14,7 +15,14 @@ NewMaxUses = Annotated[Integer, Field(ge=0, le=2**31 - 1)] | None
 
 
 class CreateCodes(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {"user_identifier": ALICE, "user_identifier_type": "evm_address", "quantity": 2, "max_uses": 10}
+            ]
+        },
+    )
     user_identifier: str
     user_identifier_type: str
     quantity: Integer = 5
@@ -29,7 +37,7 @@ class CreateCodes(BaseModel):
 
 
 class UpdateCode(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{"max_uses": 20}]})
     max_uses: NewMaxUses = Field(...)
 
 
@@ -50,6 +58,9 @@ class Signed(BaseModel):
 
 
 class UseCode(Signed):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"user_identifier": BOB, "user_identifier_type": "email"}]}
+    )
     user_identifier: str
     user_identifier_type: str
 
@@ -58,6 +69,14 @@ class RemoveReferral(Signed):
     """DELETE /referral_codes/{code}/referrals (API.md §7 `deleteReferral`): the user and referrer in the query string,
     the signature fields in the body."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"user_identifier": BOB, "user_identifier_type": "email", "referrer_identifier": ALICE,
+                 "referrer_identifier_type": "evm_address"}
+            ]
+        }
+    )  # fmt: skip
     user_identifier: str
     user_identifier_type: str
     referrer_identifier: str
@@ -84,3 +103,64 @@ def code_json(record: CodeRecord, figures: dict | None = None) -> dict:
         "available": record.available,
         **(figures or code_figures_json(record, {}, {})),
     }
+
+
+# -- the answers ----------------------------------------------------------------------------------------------------
+
+
+class CodeUseAnswer(Answer):
+    identifier: str = text("The user who used the code", BOB)
+    identifier_type: IdentifierType = text("Its identifier type", "email")
+    used_at: str = timestamp("When")
+
+
+class CodeRecordAnswer(CodeFigures):
+    """A referral code (API.md §2) and its figures (§7)."""
+
+    code: str = text("The code (generated codes: 7 characters of A-Z 0-9; affiliate codes: 3-32 of A-Z 0-9 _ -)", CODE)
+    created_at: str = timestamp("When it was created")
+    used_by: list[CodeUseAnswer] = Field(description="Every use, oldest first")
+    max_uses: int | None = text("Its limit of uses; null: unlimited; 0: disabled", 10)
+    current_uses: int = text("How many times it was used", 1)
+    uses: int = text("`current_uses` again, for existing clients", 1)
+    remaining_uses: int | None = text("Uses left; null: unlimited", 9)
+    available: bool = text("Whether it can be used (false once max_uses is reached)", True)
+
+
+class CodePage(Answer):
+    results: list[CodeRecordAnswer] = Field(description="The user's codes, newest first")
+    count: int = text("The user's codes in all", 2)
+    next_page: int | None = text("The next page, null on the last", None)
+
+
+class ReferralStatusAnswer(Answer):
+    """Whether the user is referred; the other keys only when it is."""
+
+    referred: bool = text("Whether the user is referred", True)
+    code: str = text("The code it was referred through", CODE, default=None)
+    referrer_identifier: str = text("Its referrer", ALICE, default=None)
+    referrer_identifier_type: IdentifierType = text("Its referrer's identifier type", "evm_address", default=None)
+    referred_at: str = timestamp("When it was referred", default=None)
+
+
+class ReferralRemovedAnswer(Answer):
+    removed: Literal[True] = text("The referral is removed: the user may be referred again", True)
+    code: str = text("The code it was through", CODE)
+    user_identifier: str = text("The user", BOB)
+    user_identifier_type: IdentifierType = text("Its identifier type", "email")
+    referrer_identifier: str = text("Its former referrer", ALICE)
+    referrer_identifier_type: IdentifierType = text("The referrer's identifier type", "evm_address")
+    referred_at: str = timestamp("When the referral was made")
+
+
+class UserReferrerAnswer(Answer):
+    """The user's level-1 referrer; nulls (and `[]`) when nobody referred the user."""
+
+    user_identifier: str = text("The user", BOB)
+    user_identifier_type: IdentifierType = text("Its identifier type", "email")
+    referrer_identifier: str | None = text("Its referrer", ALICE)
+    referrer_identifier_type: IdentifierType | None = text("The referrer's identifier type", "evm_address")
+    referrer_name: str | None = text("The referrer's name as an affiliate", "Alice")
+    referrer_code: str | None = text("The referrer's first code", CODE)
+    referrer_codes: list[str] = text("Every code of the referrer, oldest first", [CODE])
+    referrer_user_rebate_rate: float | None = exact_number("The rebate rate of the code that referred the user", 0.1)

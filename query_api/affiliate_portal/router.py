@@ -38,6 +38,7 @@ from rewards.ports import Affiliate, StateStore
 from rewards.web.dependencies import Caller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request, not_found
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import success
 
 router = APIRouter(prefix="/affiliate-portal", tags=["affiliate portal"])
 
@@ -64,7 +65,8 @@ NOT_AN_AFFILIATE = {404: {"description": "Not Found: no affiliate of the project
 
 
 @router.get(
-    "/stats", response_model=GetAffiliateStatsResponse, response_class=ExactJSONResponse, responses=NOT_AN_AFFILIATE
+    "/stats",
+    responses={**success(GetAffiliateStatsResponse, "The affiliate's figures in the window"), **NOT_AN_AFFILIATE},
 )
 async def affiliate_stats(
     principal: Caller,
@@ -153,8 +155,7 @@ LIST_FILTERS = [
 
 @router.get(
     "/total-stats",
-    response_model=GetAffiliateTotalStatsResponse,
-    response_class=ExactJSONResponse,
+    responses=success(GetAffiliateTotalStatsResponse, "The project's affiliates' figures, all time"),
     openapi_extra={"parameters": LIST_FILTERS},
 )
 async def total_stats(request: Request, principal: Caller, warehouse: WarehouseDep):
@@ -179,9 +180,7 @@ async def total_stats(request: Request, principal: Caller, warehouse: WarehouseD
 
 @router.get(
     "/referral-tree",
-    response_model=ReferralTreeNodeResponse,
-    response_class=ExactJSONResponse,
-    responses=NOT_AN_AFFILIATE,
+    responses={**success(ReferralTreeNodeResponse, "The affiliate's referral tree"), **NOT_AN_AFFILIATE},
 )
 async def referral_tree(
     principal: Caller,
@@ -200,9 +199,7 @@ async def referral_tree(
 
 @router.get(
     "/stats-breakdown",
-    response_model=GetAffiliateStatsBreakdownResponse,
-    response_class=ExactJSONResponse,
-    responses=NOT_AN_AFFILIATE,
+    responses={**success(GetAffiliateStatsBreakdownResponse, "The affiliate's figures per period"), **NOT_AN_AFFILIATE},
 )
 async def stats_breakdown(
     principal: Caller,
@@ -245,7 +242,8 @@ async def stats_breakdown(
 
 
 @router.get(
-    "/new-traders", response_model=list[NewTraderResponse], response_class=ExactJSONResponse, responses=NOT_AN_AFFILIATE
+    "/new-traders",
+    responses={**success(list[NewTraderResponse], "The affiliate's new traders in the window"), **NOT_AN_AFFILIATE},
 )
 async def affiliate_new_traders(
     principal: Caller,
@@ -267,9 +265,10 @@ async def affiliate_new_traders(
 
 @router.get(
     "/paid-volumes-by-level",
-    response_model=GetAffiliatePaidVolumesByLevelResponse,
-    response_class=ExactJSONResponse,
-    responses=NOT_AN_AFFILIATE,
+    responses={
+        **success(GetAffiliatePaidVolumesByLevelResponse, "The affiliate's paid conversions per level"),
+        **NOT_AN_AFFILIATE,
+    },
 )
 async def paid_volumes_by_level(
     principal: Caller,

@@ -1,16 +1,18 @@
-"""The affiliate portal's answers in the shapes the published client declares (its response models, the client's
-vocabulary of statuses and regions) and its windows of days (API.md §7; the endpoints: router.py)."""
+"""The affiliate portal's answers in the shapes the published client declares (its response models, documented:
+rewards.web.answers; the client's vocabulary of statuses and regions) and its windows of days (API.md §7; the
+endpoints: router.py). Its volumes, revenues and earnings are exact decimals written as JSON numbers."""
 
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from query_api.affiliate_portal import service
 from query_api.affiliate_portal.figures import Earning, LevelFigures
 from rewards.domain.amounts import exact_sum
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
+from rewards.web.answers import ALICE, BOB, CODE, Answer, IdentifierType, TierView, exact_number, text
 from rewards.web.bounds import day_bound
 from rewards.web.errors import bad_request
 
@@ -72,50 +74,47 @@ def window(
     return first, last
 
 
-class AffiliateEarning(BaseModel):
-    amount: float
-    currency: str
+class AffiliateEarning(Answer):
+    amount: float = exact_number("The amount (a token's raw units)", 130)
+    currency: str = text("`point`, or the token's address", "point")
 
 
-class AffiliatePortalTierView(BaseModel):
-    id: str
-    name: str
-    slug: str
-    rank: int
+def _earnings(meaning: str) -> Any:
+    return Field(description=f"{meaning}, per currency")
 
 
-class GetAffiliateStatsResponse(BaseModel):
-    user_identifier: str
-    user_identifier_type: str
-    total_earnings: list[AffiliateEarning]
-    referred_volume: float
-    r2_volume: float
-    r3_volume: float
-    r4_volume: float
-    multilevel_volume: float
-    total_volume: float
-    end_user_volume: float
-    referred_revenue: float
-    r2_revenue: float
-    r3_revenue: float
-    r4_revenue: float
-    referred_attributions: int
-    r1_earnings: list[AffiliateEarning]
-    r2_earnings: list[AffiliateEarning]
-    r3_earnings: list[AffiliateEarning]
-    r4_earnings: list[AffiliateEarning]
-    referred_users: int
-    active_referrers: int
-    active_referred_users_r2: int
-    active_referred_users_r3: int
-    active_referred_users_r4: int
-    total_referrers: int
-    assigned_referrers: int
-    status: Literal["Active", "Paused", "Flagged", "Terminated"]
-    region: str | None
-    referral_codes: list[str]
-    effective_tier: AffiliatePortalTierView | None
-    current_tier: AffiliatePortalTierView | None
+class GetAffiliateStatsResponse(Answer):
+    user_identifier: str = text("The affiliate", ALICE)
+    user_identifier_type: IdentifierType = text("Its identifier type", "evm_address")
+    total_earnings: list[AffiliateEarning] = _earnings("Its earnings (commissions and referral rewards), all levels")
+    referred_volume: float = exact_number("The volume of users it referred (level 1)", 1000)
+    r2_volume: float = exact_number("At level 2", 200)
+    r3_volume: float = exact_number("At level 3", 50)
+    r4_volume: float = exact_number("At level 4", 0)
+    multilevel_volume: float = exact_number("Levels 2-4", 250)
+    total_volume: float = exact_number("Levels 1-4", 1250)
+    end_user_volume: float = exact_number("Its own volume as a user", 0)
+    referred_revenue: float = exact_number("The revenue of users it referred (level 1)", 50)
+    r2_revenue: float = exact_number("At level 2", 10)
+    r3_revenue: float = exact_number("At level 3", 2.5)
+    r4_revenue: float = exact_number("At level 4", 0)
+    referred_attributions: int = text("Conversions of users it referred", 4)
+    r1_earnings: list[AffiliateEarning] = _earnings("Its level-1 earnings in tokens")
+    r2_earnings: list[AffiliateEarning] = _earnings("Level 2, in tokens")
+    r3_earnings: list[AffiliateEarning] = _earnings("Level 3, in tokens")
+    r4_earnings: list[AffiliateEarning] = _earnings("Level 4, in tokens")
+    referred_users: int = text("Users it referred who converted in the window", 3)
+    active_referrers: int = text("The same", 3)
+    active_referred_users_r2: int = text("At level 2", 1)
+    active_referred_users_r3: int = text("At level 3", 1)
+    active_referred_users_r4: int = text("At level 4", 0)
+    total_referrers: int = text("Users it ever referred", 5)
+    assigned_referrers: int = text("Users it refers now", 4)
+    status: Literal["Active", "Paused", "Flagged", "Terminated"] = text("Its status, in the client's words", "Active")
+    region: str | None = text("Its region, in the client's words (null: none)", "EU")
+    referral_codes: list[str] = text("Its codes", [CODE])
+    effective_tier: TierView | None = Field(description="Its effective tier; null without one")
+    current_tier: TierView | None = Field(description="The same")
 
 
 def all_levels(earnings: dict[int, list[Earning]]) -> list[Earning]:
@@ -127,25 +126,25 @@ def all_levels(earnings: dict[int, list[Earning]]) -> list[Earning]:
     return [Earning(currency, exact_sum(values)) for currency, values in sorted(amounts.items())]
 
 
-class GetAffiliateTotalStatsResponse(BaseModel):
-    total_affiliates: int
-    active_affiliates: int
-    suspended_affiliates: int
-    total_regions: int
-    total_volume: float
-    total_revenue: float
-    total_attributions: int
-    total_referred_users: int
-    total_earnings: list[AffiliateEarning]
+class GetAffiliateTotalStatsResponse(Answer):
+    total_affiliates: int = text("The affiliates passing the filters", 12)
+    active_affiliates: int = text("Those active", 10)
+    suspended_affiliates: int = text("Those suspended", 1)
+    total_regions: int = text("Their regions", 3)
+    total_volume: float = exact_number("Their level-1 volume", 15000)
+    total_revenue: float = exact_number("Their level-1 revenue", 750)
+    total_attributions: int = text("Their level-1 conversions", 48)
+    total_referred_users: int = text("The users they referred", 40)
+    total_earnings: list[AffiliateEarning] = _earnings("Their earnings")
 
 
-class ReferralTreeNodeResponse(BaseModel):
-    user_identifier: str
-    project_affiliate_id: str | None
-    traders: int
-    total_volume: float
-    total_revenue: float
-    children: list["ReferralTreeNodeResponse"]
+class ReferralTreeNodeResponse(Answer):
+    user_identifier: str = text("The user", BOB)
+    project_affiliate_id: str | None = text("Its affiliate id, when it is one", None)
+    traders: int = text("Users of its subtree with a conversion counted for the tree's root", 1)
+    total_volume: float = exact_number("The subtree's volume", 200)
+    total_revenue: float = exact_number("The subtree's revenue", 12.5)
+    children: list["ReferralTreeNodeResponse"] = Field(description="The users it referred, older referrals first")
 
 
 def node_json(node: service.Node, counts_itself: bool = True) -> tuple[dict, LevelFigures]:
@@ -171,20 +170,20 @@ def node_json(node: service.Node, counts_itself: bool = True) -> tuple[dict, Lev
     return body, figures
 
 
-class StatsBreakdownResult(BaseModel):
-    date: str
-    r1_volume: float
-    r2_volume: float
-    r3_volume: float
-    revenue: float
-    attributions: int
-    referred_users: int
-    earnings: float
-    earnings_currency: str | None
+class StatsBreakdownResult(Answer):
+    date: str = text("The period's first day", "2026-11-22", json_schema_extra={"format": "date"})
+    r1_volume: float = exact_number("Level-1 volume", 200)
+    r2_volume: float = exact_number("Level 2", 0)
+    r3_volume: float = exact_number("Level 3", 0)
+    revenue: float = exact_number("Revenue, every level", 12.5)
+    attributions: int = text("Conversions, every level", 1)
+    referred_users: int = text("Users it referred", 1)
+    earnings: float = exact_number("Its earnings in the currency asked", 20)
+    earnings_currency: str | None = text("That currency's label", "point")
 
 
-class GetAffiliateStatsBreakdownResponse(BaseModel):
-    results: list[StatsBreakdownResult]
+class GetAffiliateStatsBreakdownResponse(Answer):
+    results: list[StatsBreakdownResult] = Field(description="Every period of the window, oldest first")
 
 
 PRESET_DAYS = {"7d": 7, "30d": 30}
@@ -227,26 +226,26 @@ def periods(group_by: str, days: tuple[date, date]) -> list[date]:
     return found
 
 
-class NewTraderResponse(BaseModel):
-    referrer_identifier: str
-    total_new_traders: str
+class NewTraderResponse(Answer):
+    referrer_identifier: str = text("The affiliate", ALICE)
+    total_new_traders: str = text("Users it referred first in the window who converted (a string)", "3")
 
 
-class GetAffiliatePaidVolumesByLevelResponse(BaseModel):
-    user_identifier: str
-    user_identifier_type: str
-    payout_eligible_l1_volume: float
-    payout_eligible_l2_volume: float
-    payout_eligible_l3_volume: float
-    payout_eligible_l4_volume: float
-    payout_eligible_l1_revenue: float
-    payout_eligible_l2_revenue: float
-    payout_eligible_l3_revenue: float
-    payout_eligible_l4_revenue: float
-    payout_eligible_l1_attributions: int
-    payout_eligible_l2_attributions: int
-    payout_eligible_l3_attributions: int
-    payout_eligible_l4_attributions: int
-    payout_eligible_total_volume: float
-    payout_eligible_total_revenue: float
-    payout_eligible_total_attributions: int
+class GetAffiliatePaidVolumesByLevelResponse(Answer):
+    user_identifier: str = text("The affiliate", ALICE)
+    user_identifier_type: IdentifierType = text("Its identifier type", "evm_address")
+    payout_eligible_l1_volume: float = exact_number("The volume of conversions whose level-1 commission it got", 1000)
+    payout_eligible_l2_volume: float = exact_number("Level 2", 200)
+    payout_eligible_l3_volume: float = exact_number("Level 3", 50)
+    payout_eligible_l4_volume: float = exact_number("Level 4", 0)
+    payout_eligible_l1_revenue: float = exact_number("Their revenue, level 1", 50)
+    payout_eligible_l2_revenue: float = exact_number("Level 2", 10)
+    payout_eligible_l3_revenue: float = exact_number("Level 3", 2.5)
+    payout_eligible_l4_revenue: float = exact_number("Level 4", 0)
+    payout_eligible_l1_attributions: int = text("Their number, level 1", 4)
+    payout_eligible_l2_attributions: int = text("Level 2", 1)
+    payout_eligible_l3_attributions: int = text("Level 3", 1)
+    payout_eligible_l4_attributions: int = text("Level 4", 0)
+    payout_eligible_total_volume: float = exact_number("Levels 1-4", 1250)
+    payout_eligible_total_revenue: float = exact_number("Levels 1-4", 62.5)
+    payout_eligible_total_attributions: int = text("Levels 1-4", 6)

@@ -7,12 +7,24 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from query_api.affiliates import service
-from query_api.affiliates.schemas import ALLOWED_VALUES, PER_PAGE, RANGE_DAYS, DateRange, SortBy, affiliate_info_json
+from query_api.affiliates.schemas import (
+    ALLOWED_VALUES,
+    PER_PAGE,
+    RANGE_DAYS,
+    AffiliateInfo,
+    AffiliatePage,
+    CodeAvailability,
+    CodeFree,
+    DateRange,
+    SortBy,
+    affiliate_info_json,
+)
 from rewards.domain.timestamps import FIRST_DAY, LAST_DAY
 from rewards.web.bounds import day_bound
 from rewards.web.dependencies import Caller, CodeFiguresDep, CodeTrafficDep, ServiceCaller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request, not_found
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import success
 from rewards.web.requests import MAX_PAGE, parse_user
 
 router = APIRouter(prefix="/affiliates", tags=["affiliates"])
@@ -43,13 +55,13 @@ def window(date_range: str, date_from: str | None, date_to: str | None, today: d
     return today - timedelta(days=RANGE_DAYS[date_range] - 1), today
 
 
-@router.get("")
+@router.get("", responses=success(AffiliatePage, "A page of the project's affiliates and their figures"))
 async def list_affiliates(
     principal: ServiceCaller,
     state: StateDep,
     warehouse: WarehouseDep,
     page: int = Query(1, ge=1, le=MAX_PAGE),
-    per_page: int = Query(25),
+    per_page: int = Query(25, description="10, 25, 50 or 100", json_schema_extra={"enum": list(PER_PAGE)}),
     query: str | None = Query(None, max_length=256),
     sort_by: SortBy = "total_volume",
     sort_order: Literal["asc", "desc"] = "desc",
@@ -93,13 +105,13 @@ async def list_affiliates(
 # path would match theirs.
 
 
-@router.get("/codes/{code}/availability")
+@router.get("/codes/{code}/availability", responses=success(CodeAvailability, "Whether the code can be used"))
 async def code_availability(principal: Caller, state: StateDep, code: str):
     """`isAffiliateCodeAvailable`: the code (referral or affiliate, any of its names) exists and has uses left."""
     return {"available": await service.code_available(state, principal.project_id, code)}
 
 
-@router.get("/codes/{code}")
+@router.get("/codes/{code}", responses=success(CodeFree, "Whether the code is free"))
 async def code_free(principal: Caller, state: StateDep, code: str):
     """`isAffiliateCodeFree`: the text may be chosen as an affiliate code: no code of the project has or had it
     (case-insensitively), and it is one (3-32 characters of A-Z a-z 0-9 _ -)."""
@@ -107,7 +119,11 @@ async def code_free(principal: Caller, state: StateDep, code: str):
 
 
 @router.get(
-    "/{user_identifier}", responses={404: {"description": "Not Found: the user is not an affiliate"}}
+    "/{user_identifier}",
+    responses={
+        **success(AffiliateInfo, "The affiliate and its codes"),
+        404: {"description": "Not Found: the user is not an affiliate"},
+    },
 )  # one path segment: GET /affiliates/{user}/rebate-rate is no read (405)
 async def affiliate_info(
     principal: Caller,

@@ -1,11 +1,24 @@
 """The listing's query (API.md §4: its sort keys, date ranges, filters) and the answer of one affiliate (§7's
-getAffiliateInfo)."""
+getAffiliateInfo); the answers, documented (rewards.web.answers)."""
 
 from typing import Literal
+
+from pydantic import Field
 
 from query_api.affiliates import service
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import format_timestamp
+from rewards.web.answers import (
+    ALICE,
+    CODE,
+    AffiliateAnswer,
+    Answer,
+    CodeFigures,
+    IdentifierType,
+    TierView,
+    text,
+    timestamp,
+)
 
 PER_PAGE = (10, 25, 50, 100)
 SortBy = Literal[
@@ -45,3 +58,41 @@ def affiliate_info_json(info: service.AffiliateInfo, user: User) -> dict:
         if tier is None
         else {"id": tier.id, "name": tier.name, "slug": tier.id, "rank": tier.rank},
     }
+
+
+# -- the answers ----------------------------------------------------------------------------------------------------
+
+
+class AffiliatePage(Answer):
+    results: list[AffiliateAnswer] = Field(description="The page's affiliates, in the order asked")
+    page: int = text("This page", 1)
+    per_page: int = text("Affiliates a page", 25)
+    total_count: int = text("The affiliates matching", 1)
+    total_pages: int = text("Pages in all", 1)
+
+
+class CodeAvailability(Answer):
+    available: bool = text("Whether a code of that name exists and has uses left", True)
+
+
+class CodeFree(Answer):
+    free: bool = text("Whether the text may be chosen as an affiliate code", True)
+
+
+class AffiliateCodeStats(CodeFigures):
+    code: str = text("The code", CODE)
+    created_at: str = timestamp("When it was created")
+    uses: int = text("Every use (a removed referral's too)", 3)
+
+
+class AffiliateInfo(Answer):
+    """The affiliate and each of its codes, oldest first, with their figures (the client's getAffiliateInfo)."""
+
+    id: str = text("`<identifier type>:<identifier>`", f"evm_address:{ALICE}")
+    name: str = text("Its name (empty when unset)", "Alice")
+    user_identifier: str = text("The affiliate", ALICE)
+    user_identifier_type: IdentifierType = text("Its identifier type", "evm_address")
+    updated_at: str = timestamp("The latest of its registration and its codes' creations, renames and rate changes")
+    region: str = text("Its region label (empty when unset)", "EU")
+    codes: list[AffiliateCodeStats] = Field(description="Its codes, oldest first")
+    current_tier: TierView | None = Field(description="Its effective tier; null without one")

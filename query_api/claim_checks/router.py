@@ -6,16 +6,28 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.claim_checks import service
-from query_api.claim_checks.schemas import STATUSES_OF, ClaimableChecks, Reason, Status, check_item, fold_totals
+from query_api.claim_checks.schemas import (
+    STATUSES_OF,
+    CheckPage,
+    CheckTotals,
+    ClaimableChecks,
+    ClaimHistory,
+    Reason,
+    Status,
+    UserChecks,
+    check_item,
+    fold_totals,
+)
 from rewards.domain import claim_signing
 from rewards.domain.claim_checks import check_json, currency_json
 from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import Principal
+from rewards.web.answers import ClaimForm
 from rewards.web.auth import guard
 from rewards.web.bounds import time_bound
 from rewards.web.dependencies import Caller, ServiceCaller, SettingsDep, StateDep, WarehouseDep
 from rewards.web.errors import bad_request
-from rewards.web.openapi import request_body_doc
+from rewards.web.openapi import request_body_doc, success
 from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
@@ -24,7 +36,7 @@ HistoryReader = Annotated[Principal, Depends(guard(None, "claim_history"))]
 FormsReader = Annotated[Principal, Depends(guard(None, "claim_forms"))]
 
 
-@router.get("/claim-history")
+@router.get("/claim-history", responses=success(ClaimHistory, "A page of the user's claims"))
 async def claim_history(
     principal: HistoryReader,
     warehouse: WarehouseDep,
@@ -42,7 +54,7 @@ async def claim_history(
     return {"results": results, "total_count": total, "next_page": page.next_page(total)}
 
 
-@router.get("/totals")
+@router.get("/totals", responses=success(CheckTotals, "The user's amounts per currency"))
 async def totals(
     principal: Caller,
     warehouse: WarehouseDep,
@@ -56,7 +68,7 @@ async def totals(
     return fold_totals(rows, status)
 
 
-@router.get("/rewards-payouts")
+@router.get("/rewards-payouts", responses=success(CheckPage, "A page of the project's claim checks"))
 async def rewards_payouts(
     principal: ServiceCaller,
     warehouse: WarehouseDep,
@@ -84,7 +96,7 @@ async def rewards_payouts(
     return {"results": [check_json(c) for c in checks], "total_count": total, "next_page": page.next_page(total)}
 
 
-@router.get("")
+@router.get("", responses=success(UserChecks, "The user's checks"))
 async def user_checks(
     principal: Caller,
     warehouse: WarehouseDep,
@@ -102,6 +114,7 @@ async def user_checks(
 
 
 FORM_RESPONSES = {
+    **success(list[ClaimForm], "A signed claim form per claimable check"),
     409: {"description": "Conflict: the project has no claim signer (`claim signer not configured`)"},
 }
 

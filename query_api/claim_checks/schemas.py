@@ -1,5 +1,5 @@
 """The claim check reads' query values (API.md §5, §7), the body of POST /claim-checks/claim, and their answers' shapes:
-totals folded per currency, a check as the published client's `ClaimCheckItem`."""
+totals folded per currency, a check as the published client's `ClaimCheckItem` (documented: rewards.web.answers)."""
 
 from typing import Literal
 
@@ -9,6 +9,18 @@ from query_api.claim_checks import service
 from rewards.domain import claim_signing
 from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, ClaimCheck, currency_json
 from rewards.domain.timestamps import format_timestamp
+from rewards.web.answers import (
+    ALICE,
+    CHECK_ID,
+    TX_HASH,
+    USDC,
+    Answer,
+    CheckCurrency,
+    ClaimCheckAnswer,
+    raw_amount,
+    text,
+    timestamp,
+)
 
 Status = Literal["claimed", "unclaimed", "open", "closed"]
 Reason = Literal["affiliate_payout", "end_user_payout"]
@@ -52,6 +64,61 @@ def check_item(check: ClaimCheck, deadline: int) -> dict:
 class ClaimableChecks(BaseModel):
     """The user, in camelCase as the published client's `getClaimableChecks` sends it, or snake_case."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"user_identifier": ALICE, "user_identifier_type": "evm_address"}]},
+    )
     user_identifier: str = Field(validation_alias=AliasChoices("user_identifier", "userIdentifier"))
     user_identifier_type: str = Field(validation_alias=AliasChoices("user_identifier_type", "userIdentifierType"))
+
+
+# -- the answers ----------------------------------------------------------------------------------------------------
+
+
+class ClaimedRow(CheckCurrency):
+    hash: str = text("The claim's transaction hash", TX_HASH)
+    claimed_at: str = timestamp("The latest claim of this hash and currency")
+    amount: str = raw_amount("The claimed checks' amounts of this currency under this hash, summed")
+
+
+class ClaimHistory(Answer):
+    results: list[ClaimedRow] = Field(description="One row per hash and currency, newest first")
+    total_count: int = text("Rows in all", 1)
+    next_page: int | None = text("The next page, null on the last", None)
+
+
+class CurrencyTotal(CheckCurrency):
+    amount: str = raw_amount("The sum")
+    status: Literal["claimed", "unclaimed", "open", "closed"] = text(
+        "`claimed`; `unclaimed` (open and closed), or the status asked for", "unclaimed"
+    )
+
+
+class CheckTotals(Answer):
+    claimed: list[CurrencyTotal] = Field(description="Claimed amounts, per currency")
+    unclaimed: list[CurrencyTotal] = Field(description="Open and closed amounts (or those of the status asked)")
+
+
+class CheckPage(Answer):
+    results: list[ClaimCheckAnswer] = Field(description="The project's checks, newest first")
+    total_count: int = text("Checks in all", 1)
+    next_page: int | None = text("The next page, null on the last", None)
+
+
+class ClaimCheckItem(Answer):
+    """A check as the published client's `ClaimCheckItem` declares it."""
+
+    id: str = text("The check's id", CHECK_ID)
+    currency_address: str = text("The token's address", USDC)
+    currency_chain_id: str = text("The chain's id, as a string", "1")
+    currency_name: str = text("The token's name", "USDC")
+    currency_decimals: int = text("The token's decimals", 6)
+    reason: Reason = text("Why it is owed", "affiliate_payout")
+    amount: str = raw_amount("The amount")
+    status: Literal["open", "closed", "claimed"] = text("Its status", "closed")
+    deadline_seconds: int = text("For a closed check an EVM contract can pay, its form's deadline; else 0", 1764068400)
+    created_at: str = timestamp("When its first payout's event happened")
+
+
+class UserChecks(Answer):
+    claim_checks: list[ClaimCheckItem] = Field(description="The user's checks, newest first (at most 1,000)")

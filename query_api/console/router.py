@@ -11,9 +11,11 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from query_api.console import service
+from query_api.console.schemas import PipelineHealth, PointsByHour, ProjectChecks
 from rewards.domain.timestamps import now_ms
 from rewards.web.app import API_PREFIX, PageRouter
 from rewards.web.dependencies import BackpressureDep, Caller, StateDep, WarehouseDep
+from rewards.web.openapi import success
 
 router = APIRouter(prefix="/console", tags=["console"])
 pages = PageRouter(prefix="/console", include_in_schema=False)
@@ -36,7 +38,7 @@ PAGE_HEADERS = {
 }
 
 
-@router.get("/health")
+@router.get("/health", responses=success(PipelineHealth, "The project and its pipeline"))
 async def health(principal: Caller, state: StateDep, warehouse: WarehouseDep, backpressure: BackpressureDep):
     """The project (its id and name) and its pipeline: events accepted and written per second, how long they waited
     to be written (freshness), the dead letters, and the event log's backlog (the whole pipeline's; null where this
@@ -50,14 +52,14 @@ async def health(principal: Caller, state: StateDep, warehouse: WarehouseDep, ba
     return answer
 
 
-@router.get("/points")
+@router.get("/points", responses=success(PointsByHour, "Points per hour"))
 async def points(principal: Caller, warehouse: WarehouseDep, hours: int = Query(48, ge=1, le=720)):
     """Points paid per hour over the last `hours` hours (1-720), oldest first, every hour listed."""
     series = await service.points_by_hour(warehouse, principal.project_id, hours, now_ms())
     return {"hours": series}
 
 
-@router.get("/claim-checks")
+@router.get("/claim-checks", responses=success(ProjectChecks, "The project's claim checks"))
 async def claim_checks(principal: Caller, warehouse: WarehouseDep, limit: int = Query(10, ge=1, le=100)):
     """The project's claim checks per currency (open, closed and claimed amounts) and its newest claims (`limit`)."""
     return {

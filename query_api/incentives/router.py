@@ -8,11 +8,12 @@ from query_api.incentives import schemas, service
 from rewards.web.dependencies import Caller, StateDep
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import success
 
 router = APIRouter(tags=["payout terms"])
 
 
-@router.get("/payouts/terms-by-tier")
+@router.get("/payouts/terms-by-tier", responses=success(schemas.TermsByTier, "The terms of each rule per tier"))
 async def terms_by_tier(
     principal: Caller,
     state: StateDep,
@@ -30,7 +31,7 @@ async def terms_by_tier(
         raise bad_request(str(exc)) from exc
 
 
-@router.get("/conversions")
+@router.get("/conversions", responses=success(list[schemas.ConversionAnswer], "The configuration's conversion rules"))
 async def conversions(principal: Caller, state: StateDep):
     """The conversion rules of the configuration in the client's `Conversion` shape (the query the client may send,
     `user_identifier` and `identifier_type`, is ignored, as its docs say)."""

@@ -11,10 +11,14 @@ nothing is `{"amount": null, "currency": null, "unit": "none"}`.
 """
 
 from decimal import Decimal
+from typing import Literal
+
+from pydantic import ConfigDict, Field, create_model
 
 from rewards.domain.amounts import format_amount, multiply
 from rewards.domain.payout_config import Conversion, PayoutConfig, Tier, TokenCurrency, external_id
 from rewards.domain.referrals import json_number
+from rewards.web.answers import USDC, Answer, decimal_text, exact_number, text
 
 HUNDRED = Decimal(100)
 NO_TERM = {"amount": None, "currency": None, "unit": "none"}
@@ -193,3 +197,126 @@ def conversions(config: PayoutConfig) -> list[dict]:
         }
         for rule in config.conversions
     ]
+
+
+# -- the answers, documented (rewards.web.answers) -------------------------------------------------------------------
+
+
+class Term(Answer):
+    """What one payee earns per conversion."""
+
+    amount: str | None = decimal_text("An amount (unit `fixed`) or a percentage (unit `%`); null: nothing", "2")
+    currency: str | None = text("`point` or the token's name; null: nothing", "point")
+    unit: Literal["%", "fixed", "none"] = text("`%` of the event's amount, `fixed`, or `none`", "fixed")
+
+
+PayoutTermByTier = create_model(
+    "PayoutTermByTier",
+    __base__=Answer,
+    conversion_name=(str, text("The conversion rule's event name", "purchase")),
+    payout_type=(Literal["variable", "fixed"], text("`variable`: a rate of the event's amount", "fixed")),
+    payee_type=(Literal["both", "end-user", "affiliate"], text("Who the rule pays", "both")),
+    is_multi_level=(bool, text("Whether levels 2-4 earn", True)),
+    **{level: (Term, Field(description=f"The {level.removesuffix('_rate')} term")) for level in LEVELS},
+    end_user_rate=(Term, Field(description="The end user's term")),
+)
+
+
+class TierPayoutTerms(Answer):
+    tier_id: str | None = text(
+        "The tier's id; null: the default bucket (affiliates without a tier of their own)", "gold"
+    )
+    tier_name: str | None = text("Its name", "Gold")
+    tier_description: None = text("Always null", None)
+    tier_slug: str | None = text("Its id again", "gold")
+    tier_rank: int | None = text("Its rank", 2)
+    payout_terms: list[PayoutTermByTier] = Field(description="Each conversion rule's terms for this tier")
+
+
+class TermsByTier(Answer):
+    tiers: list[TierPayoutTerms] = Field(description="The default bucket, then every tier by rank (or those asked)")
+
+
+class Trigger(Answer):
+    id: str = text("The conversion's event name", "purchase")
+    name: str = text("The same", "purchase")
+    ref: str = text("The same", "purchase")
+    type: Literal["off-chain-event"] = text("An event sent to the API", "off-chain-event")
+    description: str = text("Empty", "")
+    signature: str = text("Empty", "")
+    condition_expression: str = text("Empty", "")
+    end_user_argument: str = text("Empty", "")
+
+
+class ProjectTier(Answer):
+    id: str = text("The tier's id", "gold")
+    name: str = text("Its name", "Gold")
+    slug: str = text("Its id again", "gold")
+    rank: int = text("Its rank", 2)
+    description: None = text("Always null", None)
+
+
+_SOMETIMES = "; present when the rule pays it"
+_PayoutGroupFields = create_model(
+    "_PayoutGroupFields",
+    __base__=Answer,
+    id=(str, text("The tier's id", "gold")),
+    name=(str, text("Its name", "Gold")),
+    **{
+        field: spec
+        for prefix in ("affiliate", "affiliate2", "affiliate3", "affiliate4", "end_user")
+        for field, spec in (
+            (f"{prefix}_amount", (str, decimal_text(f"A fixed base's amount{_SOMETIMES}", "20", default=None))),
+            (f"{prefix}_amount_percentage",
+             (float, exact_number(f"A variable base's percentage{_SOMETIMES}", 6, default=None))),
+        )
+    },
+    project_tier=(ProjectTier, Field(description="The tier")),
+)  # fmt: skip
+
+
+class PayoutGroup(_PayoutGroupFields):
+    """A tier's amounts of a rule: `<payee>_amount` for a fixed base, `<payee>_amount_percentage` for a variable one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"id": "gold", "name": "Gold", "affiliate_amount_percentage": 6, "affiliate2_amount_percentage": 3,
+                 "affiliate3_amount_percentage": 1.5, "affiliate4_amount_percentage": 0.6,
+                 "end_user_amount_percentage": 15,
+                 "project_tier": {"id": "gold", "name": "Gold", "slug": "gold", "rank": 2, "description": None}}
+            ]
+        }
+    )  # fmt: skip
+
+
+class PayoutTermAnswer(Answer):
+    id: str = text("The conversion's event name", "swap")
+    scheme: Literal["pay-per-attribution"] = text("Always", "pay-per-attribution")
+    tier_type: Literal["audience"] = text("Always", "audience")
+    conversion_id: str = text("The conversion's event name", "swap")
+    type: Literal["point", "onchain-currency"] = text("The currency kind", "onchain-currency")
+    calculation_strategy: Literal["variable", "fixed"] = text("`variable`: a rate of the event's amount", "variable")
+    trigger_amount_source: Literal["volume", "revenue"] | None = text("What a variable base is a rate of", "revenue")
+    base_currency: Literal["none"] = text("Always", "none")
+    payout_currency_address: str | None = text("The token's address; null for points", USDC)
+    payout_currency_chain_id: int | None = text("The token's chain id; null for points", 1)
+    require_affiliate: bool = text("Always false", False)
+    require_approval: bool = text("Always false", False)
+    amount_source: Literal["volume", "revenue", "attribution-count"] = text("What the amount counts", "revenue")
+    payee_type: Literal["both", "end-user", "affiliate"] = text("Who the rule pays", "affiliate")
+    payout_groups: list[PayoutGroup] = Field(description="One per tier, by rank")
+
+
+class ConversionAnswer(Answer):
+    """A conversion rule of the configuration, in the client's `Conversion` shape."""
+
+    id: str = text("Its event name", "swap")
+    external_id: int = text("A number derived from its event name (the same in every project)", 187394021763)
+    name: str = text("Its event name", "swap")
+    slug: str = text("Its event name", "swap")
+    enabled: bool = text("Always true", True)
+    triggers: list[Trigger] = Field(description="The event that triggers it")
+    payout_terms: list[PayoutTermAnswer] = Field(description="Its terms")
+    created_at: None = text("Always null (the service keeps no time for a rule)", None)
+    updated_at: None = text("Always null", None)

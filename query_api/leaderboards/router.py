@@ -15,7 +15,14 @@ from query_api.leaderboards.schemas import (
     OPTIONAL_FIELDS,
     USER_TYPE_DOC,
     LeaderboardQuery,
+    PayoutsBoard,
+    PointsBoard,
+    ReferredBoard,
+    ReferredVolumes,
+    RevenueBoard,
+    UsersBoard,
     UserType,
+    VolumeBoard,
     answer,
     board_user,
     calculated_at,
@@ -30,6 +37,7 @@ from rewards.ports import StateStore, Warehouse
 from rewards.web.dependencies import Caller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import success
 from rewards.web.requests import Page, PageParams
 
 router = APIRouter(tags=["leaderboards"])
@@ -43,7 +51,7 @@ def _page(page: Page) -> tuple[int, int]:
     return page.offset, page.size
 
 
-@router.get("/payouts/leaderboard/points")
+@router.get("/payouts/leaderboard/points", responses=success(PointsBoard, "A page of users by points"))
 async def points_leaderboard(
     principal: Caller,
     state: StateDep,
@@ -74,7 +82,7 @@ async def points_leaderboard(
     return answer(page, count, results, computed)
 
 
-@router.get("/payouts/leaderboard/volume")
+@router.get("/payouts/leaderboard/volume", responses=success(VolumeBoard, "A page of users by volume"))
 async def volume_leaderboard(
     principal: Caller,
     state: StateDep,
@@ -105,7 +113,7 @@ async def volume_leaderboard(
     return answer(page, count, results, computed)
 
 
-@router.get("/payouts/leaderboard/revenue")
+@router.get("/payouts/leaderboard/revenue", responses=success(RevenueBoard, "A page of users by revenue"))
 async def revenue_leaderboard(
     principal: Caller,
     state: StateDep,
@@ -144,7 +152,7 @@ async def revenue_leaderboard(
     return answer(page, count, results, computed)
 
 
-@router.get("/leaderboard/referred")
+@router.get("/leaderboard/referred", responses=success(ReferredBoard, "A page of referrers by users referred"))
 async def referred_users_leaderboard(principal: Caller, warehouse: WarehouseDep, page: Page = PageParams):
     """Referrers by the users they referred (level 1), less those whose referral was removed since."""
     computed = calculated_at()
@@ -173,7 +181,7 @@ def _referred_volume_users(text: str | None, identifier_type: str) -> list[User]
     return list(dict.fromkeys(users))
 
 
-@router.get("/payouts/leaderboard/referred-volume")
+@router.get("/payouts/leaderboard/referred-volume", responses=success(ReferredVolumes, "Each user's referred volume"))
 async def referred_volume(
     principal: Caller,
     warehouse: WarehouseDep,
@@ -236,7 +244,7 @@ async def _payout_board(
     return answer(page, count, results, computed)
 
 
-@payout_boards.get("/leaderboard/payouts")
+@payout_boards.get("/leaderboard/payouts", responses=success(PayoutsBoard, "A page of affiliates by points"))
 async def affiliates_leaderboard(
     principal: Caller, state: StateDep, warehouse: WarehouseDep, query: LeaderboardQuery = Depends()
 ):
@@ -245,7 +253,7 @@ async def affiliates_leaderboard(
     return await _payout_board(state, warehouse, principal.project_id, "affiliate", query, number=True)
 
 
-@payout_boards.get("/leaderboard/users")
+@payout_boards.get("/leaderboard/users", responses=success(UsersBoard, "A page of end users by points"))
 async def users_leaderboard(
     principal: Caller, state: StateDep, warehouse: WarehouseDep, query: LeaderboardQuery = Depends()
 ):

@@ -1,13 +1,26 @@
 """What every leaderboard of the published client shares (API.md §1, §7): its query parameters as the client sends
-them, the optional fields a row may ask for, and the answer's wrapper; and the query of §1's two leaderboards."""
+them, the optional fields a row may ask for, and the answer's wrapper; the query of §1's two leaderboards; and the
+answers (documented: rewards.web.answers)."""
 
 from collections.abc import Sequence
 from typing import Literal
 
 from fastapi import Depends, Query
+from pydantic import Field
 
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import format_timestamp, now_ms
+from rewards.web.answers import (
+    ALICE,
+    CODE,
+    PROJECT_ID,
+    Answer,
+    UserIdentity,
+    decimal_text,
+    exact_number,
+    text,
+    timestamp,
+)
 from rewards.web.bounds import time_bound
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
@@ -126,3 +139,106 @@ class LeaderboardQuery:
         currency = parse_currency(currency_address)
         self.currency = None if currency == "point" else currency
         self.fields = parse_fields(fields, PAYOUTS_FIELDS)
+
+
+# -- the answers ----------------------------------------------------------------------------------------------------
+
+
+class Ranked(UserIdentity):
+    rank: int = text("The rank: ties share one (1, 2, 2, 4)", 1)
+    address: str = text("`user_identifier` again", ALICE)
+
+
+SOMETIMES = "; only when `fields` names it"
+
+
+class OptionalFigures(Answer):
+    """The optional row fields (`fields=`)."""
+
+    affiliate_code: str | None = text(f"The user's oldest code (null: none){SOMETIMES}", CODE, default=None)
+    tiers: dict[str, str] = text(f"Its effective tier, `{{id: name}}` (`{{}}`: none){SOMETIMES}", {"gold": "Gold"},
+                                 default=None)  # fmt: skip
+    referred_volume: float = exact_number(
+        f"The volume of the users below it, levels 1-4{SOMETIMES}", 1250, default=None
+    )
+    referred_users: int = text(f"The users it referred{SOMETIMES}", 3, default=None)
+
+
+class EndUserFigures(OptionalFigures):
+    enduser_volume: float = exact_number(f"Its own volume as a user{SOMETIMES}", 200, default=None)
+    enduser_revenue: float = exact_number(f"Its own revenue as a user{SOMETIMES}", 12.5, default=None)
+
+
+class PayoutsRow(Ranked, OptionalFigures):
+    total_amount: float = exact_number("The points earned in the window (a token's raw units with currency_address)")
+    total_attributions: int = text("The payouts the user received in the window", 4)
+    chain_id: str = text("The chain of currency_address; empty for points", "")
+
+
+class UsersRow(PayoutsRow):
+    total_amount: str = decimal_text("The points earned in the window (a token's raw units with currency_address)")
+
+
+class PointsRow(Ranked, EndUserFigures):
+    total_amount: float = exact_number("Every point the user earned, as a user and as an affiliate", 130)
+    total_attributions: int = text("The conversions that paid the user", 4)
+
+
+class VolumeRow(Ranked):
+    affiliate_code: str | None = text("The user's oldest code (null: none)", CODE)
+    total_amount: str = decimal_text("The volume", "1250")
+    chain_id: str | None = text("The chain the currency_address names (null without currency_address)", None)
+
+
+class RevenueRow(Ranked):
+    affiliate_code: str | None = text("The user's oldest code (null: none)", CODE)
+    total_amount: str = decimal_text("The revenue", "62.5")
+    attributions: int = text(f"Conversions with a payout to the user{SOMETIMES}", 4, default=None)
+    volume_usd: float = exact_number(f"The volume, in the currencies the events name{SOMETIMES}", 1250, default=None)
+    points: float = exact_number(f"The points earned on the same side(s){SOMETIMES}", 130, default=None)
+
+
+class ReferredRow(Ranked):
+    total_referred_users: int = text("The users it referred (level 1), less removed referrals", 3)
+
+
+class Board(Answer):
+    total_results: int = text("The users ranked", 1)
+    page: int = text("This page", 1)
+    page_size: int = text("Rows a page", 25)
+    calculated_at: str = timestamp("When the figures were read")
+
+
+class PayoutsBoard(Board):
+    results: list[PayoutsRow] = Field(description="The page's rows, by rank")
+
+
+class UsersBoard(Board):
+    results: list[UsersRow] = Field(description="The page's rows, by rank")
+
+
+class PointsBoard(Board):
+    results: list[PointsRow] = Field(description="The page's rows, by rank")
+
+
+class VolumeBoard(Board):
+    results: list[VolumeRow] = Field(description="The page's rows, by rank")
+
+
+class RevenueBoard(Board):
+    results: list[RevenueRow] = Field(description="The page's rows, by rank")
+
+
+class ReferredBoard(Board):
+    results: list[ReferredRow] = Field(description="The page's rows, by rank")
+
+
+class ReferredVolume(Answer):
+    user_identifier: str = text("The user", ALICE)
+    referred_volume: float = exact_number("The volume of the users below it (levels 1-4); 0 for none", 1250)
+
+
+class ReferredVolumes(Answer):
+    project_id: str = text("The key's project", PROJECT_ID)
+    referred_volumes: list[ReferredVolume] = Field(description="One per user asked, in their order")
+    total_count: int = text("The users answered", 1)

@@ -5,10 +5,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query
 
 from query_api.payouts import service
+from query_api.payouts.schemas import Summary, UserTotals
 from rewards.domain.amounts import exact_sum, format_amount
 from rewards.ports import Principal
 from rewards.web.auth import guard
 from rewards.web.dependencies import Caller, WarehouseDep
+from rewards.web.openapi import success
 from rewards.web.requests import parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
@@ -16,13 +18,19 @@ router = APIRouter(prefix="/payouts", tags=["payouts"])
 SummaryReader = Annotated[Principal, Depends(guard(None, "payouts_summary"))]
 
 
-@router.get("/summary")
-async def summary(principal: SummaryReader, warehouse: WarehouseDep, currency: Literal["point"] = Query(...)):
+@router.get("/summary", responses=success(Summary, "The project's points paid, all time"))
+async def summary(
+    principal: SummaryReader,
+    warehouse: WarehouseDep,
+    currency: Literal["point"] = Query(..., description="Required; `point`, the only currency summed"),
+):
     total = await service.project_total(warehouse, principal.project_id)
     return {"total_payouts": format_amount(total)}
 
 
-@router.get("/totals/{user_identifier:any_text}")  # an email may hold a `/` (sent as %2F): rewards.web.app.AnyText
+@router.get(
+    "/totals/{user_identifier:any_text}", responses=success(UserTotals, "The user's points, in all and per kind")
+)  # an email may hold a `/` (sent as %2F): rewards.web.app.AnyText
 async def totals(
     principal: Caller,
     warehouse: WarehouseDep,

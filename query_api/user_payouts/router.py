@@ -7,13 +7,21 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 
 from query_api.user_payouts import service
-from query_api.user_payouts.schemas import UserQuery, currency_json, referred_json
+from query_api.user_payouts.schemas import (
+    ConversionPayouts,
+    Movements,
+    ReferredUser,
+    UserQuery,
+    currency_json,
+    referred_json,
+)
 from rewards.domain.amounts import format_amount
 from rewards.domain.timestamps import format_timestamp
 from rewards.web.bounds import day_bound, time_bound
 from rewards.web.dependencies import Caller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
+from rewards.web.openapi import success
 from rewards.web.requests import parse_user
 
 router = APIRouter(prefix="/payouts", tags=["payouts"])
@@ -29,7 +37,9 @@ def _window(names: tuple[str, str], start: str | None, end: str | None) -> servi
 OTHER_PROJECT = {403: {"description": "Forbidden: `project_id` names a project other than the key's"}}
 
 
-@router.get("", responses=OTHER_PROJECT)
+@router.get(
+    "", responses={**success(ConversionPayouts, "A page of the user's payouts per conversion"), **OTHER_PROJECT}
+)
 async def by_conversion(
     warehouse: WarehouseDep,
     query: UserQuery = Depends(),
@@ -57,7 +67,7 @@ async def by_conversion(
     return query.answer(total, results)
 
 
-@router.get("/movements", responses=OTHER_PROJECT)
+@router.get("/movements", responses={**success(Movements, "A page of the user's payouts"), **OTHER_PROJECT})
 async def movements(
     warehouse: WarehouseDep,
     query: UserQuery = Depends(),
@@ -89,7 +99,10 @@ async def movements(
     return query.answer(total, results)
 
 
-@router.get("/by-referrer")
+@router.get(
+    "/by-referrer",
+    responses=success(list[ReferredUser], "The users the referrer referred directly, with their figures"),
+)
 async def by_referrer(
     principal: Caller,
     warehouse: WarehouseDep,

@@ -15,6 +15,7 @@ from pydantic import (
     PlainSerializer,
     Tag,
     ValidationError,
+    WithJsonSchema,
     field_serializer,
     field_validator,
     model_validator,
@@ -43,7 +44,12 @@ def _timestamp(value: object) -> int:
 _PLAIN = PlainSerializer(lambda value: format(value, "f"), return_type=str, when_used="json")
 Amount = Annotated[Decimal, BeforeValidator(_amount), _PLAIN]
 TierRate = Annotated[Decimal, BeforeValidator(_amount), Field(le=1), _PLAIN]
-TimestampMs = Annotated[int, BeforeValidator(_timestamp)]
+# Read from ISO 8601 or epoch milliseconds (documented so: the BeforeValidator would leave the schema an integer).
+TimestampMs = Annotated[
+    int,
+    BeforeValidator(_timestamp),
+    WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]}, mode="validation"),
+]
 
 
 def _label(value: object) -> object:

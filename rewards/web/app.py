@@ -10,6 +10,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from rewards.web import landing
+from rewards.web.answers import Health
 from rewards.web.dependencies import StateDep, WarehouseDep
 from rewards.web.errors import error_body
 from rewards.web.handlers import install_error_handlers
@@ -21,7 +22,7 @@ from rewards.web.middleware import (
     UnhandledErrorMiddleware,
     Utf8TargetMiddleware,
 )
-from rewards.web.openapi import DESCRIPTION, openapi_of
+from rewards.web.openapi import DESCRIPTION, openapi_of, success
 
 API_PREFIX = "/api/v1"
 
@@ -60,7 +61,8 @@ def create_app(
         app.include_router(router, prefix="" if isinstance(router, PageRouter) else API_PREFIX)
     app.include_router(landing.router)
     unhealthy = {503: {"description": "Service Unavailable: a storage engine does not answer"}}
-    app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=unhealthy)
+    responses = {**success(Health, "The storage engines answer"), **unhealthy}
+    app.add_api_route("/health", health, methods=["GET"], tags=["operations"], responses=responses)
     install_error_handlers(app)
     app.openapi = lambda: openapi_of(app)
     # The last added runs first: the request's log line (around all), unexpected errors, body size, a UTF-8 target,

@@ -1,5 +1,7 @@
 """The OpenAPI document: what every operation answers besides its success, derived from the routes (their guard,
-their method, their own `responses=`), and the contract's error body for each of them."""
+their method, their own `responses=`), and the contract's error body for each of them; the key's scope each operation
+needs (its security requirement and its description); and, for each body and success answer, an example (its schema's
+own: rewards.web.answers assembles an answer's from its fields')."""
 
 import copy
 
@@ -7,10 +9,12 @@ from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
 
 from rewards.web.errors import ErrorBody
 from rewards.web.ratelimit import DEFAULT_LIMITS
+from rewards.web.vocabulary import document_vocabulary
 
 try:
     from fastapi.routing import iter_route_contexts
@@ -21,6 +25,7 @@ except ImportError:  # FastAPI before 0.165: app.routes holds the APIRoutes them
 
 
 BEARER = "bearerAuth"
+SERVICE_ROLE = "service_role"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 DESCRIPTION = (
     "The API reference is docs/api.md in the service's repository: scopes, errors, limits and every operation, in "
@@ -39,6 +44,13 @@ RATE_HEADERS = {
         ("X-RateLimit-Remaining", "Calls left in the current window"),
     )
 }
+
+
+def success(model, description: str, status: int = 200) -> dict:
+    """`responses=` documenting an operation's success answer with `model` (rewards.web.answers). Documentation only:
+    never a `response_model`, which would re-serialize the handler's answer (exact decimals, as numbers or strings, are
+    written by the handler, rewards.web.numbers)."""
+    return {status: {"model": model, "description": description}}
 
 
 def request_body_doc(model: type[BaseModel], *, required: bool = True, query: bool = False) -> dict:
@@ -91,11 +103,16 @@ def _document(app: FastAPI) -> dict:
     }
     for route in iter_route_contexts(app.routes):  # each route as included (prefix, router's responses)
         if isinstance(getattr(route, "original_route", route), APIRoute) and route.include_in_schema:
+            _restore_examples(route.responses, schemas)
             for method in route.methods:
                 _document_operation(doc["paths"][route.path_format][method.lower()], route, method, schemas)
     doc = _local_refs_to_components(doc)
     for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body: every error is ErrorBody
         doc["components"]["schemas"].pop(name, None)
+    for methods in doc["paths"].values():
+        for operation in methods.values():
+            document_vocabulary(operation, doc["components"]["schemas"])
+            _add_examples(operation, doc["components"]["schemas"])
     return doc
 
 
@@ -113,12 +130,13 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
     guarded = _guard_of(route.dependant)
     if guarded is not None:
         scope, limited = guarded
-        operation["security"] = [{BEARER: []}]
+        operation["security"] = [{BEARER: list(names)} for names in _scope_alternatives(scope)]
+        operation["description"] = _with_key_notes(operation.get("description"), scope, limited)
         errors[401] = "Unauthorized: no bearer key, a malformed Authorization header, an unknown or revoked key"
         if scope is not None:
             errors[403] = (
                 "Forbidden: the key lacks the service_role scope"
-                if scope == "service_role"
+                if scope == SERVICE_ROLE
                 else f"Forbidden: the key has neither the {scope} scope nor service_role"
             )
         errors[404] = PROJECT_DELETED
@@ -146,6 +164,87 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
     operation["responses"] = dict(sorted(responses.items()))
 
 
+class _InDeclaredOrder(GenerateJsonSchema):
+    def sort(self, value, parent_key=None):
+        return value  # an example's keys as its model declares them, not sorted
+
+
+def _restore_examples(responses: dict, schemas: dict) -> None:
+    """FastAPI writes its document without nulls (`exclude_none`), those inside examples too (`"hash": null`): the
+    examples of the answers' models, and of their fields, are put back as pydantic writes them (keys in the order
+    of the fields)."""
+    for response in responses.values():
+        model = response.get("model")
+        if model is None:
+            continue
+        generated = TypeAdapter(model).json_schema(
+            mode="serialization", ref_template="#/components/schemas/{model}", schema_generator=_InDeclaredOrder
+        )
+        definitions = {**generated.pop("$defs", {}), generated.get("title"): generated}
+        for name, definition in definitions.items():
+            shown = schemas.get(name)
+            if shown is None:
+                continue
+            if "examples" in definition:
+                shown["examples"] = definition["examples"]
+            for field, field_schema in definition.get("properties", {}).items():
+                if "examples" in field_schema and field in shown.get("properties", {}):
+                    shown["properties"][field]["examples"] = field_schema["examples"]
+
+
+def _scope_alternatives(scope: str | None) -> list[tuple[str, ...]]:
+    """The security requirement's alternatives: any key (no scope), or the scope, or service_role (API.md §0: it is
+    accepted wherever another scope is required)."""
+    if scope is None:
+        return [()]
+    return [(name,) for name in dict.fromkeys((scope, SERVICE_ROLE))]
+
+
+def _with_key_notes(description: str | None, scope: str | None, limited: str | None) -> str:
+    if scope is None:
+        notes = ["**Key:** any key of the project."]
+    elif scope == SERVICE_ROLE:
+        notes = [f"**Key:** a key with the `{SERVICE_ROLE}` scope."]
+    else:
+        notes = [f"**Key:** a key with the `{scope}` scope, or `{SERVICE_ROLE}`."]
+    if limited is not None:
+        count, _, period = DEFAULT_LIMITS[limited].partition("/")
+        notes.append(f"**Rate limit:** {count} calls a {period} per key, unless the operator set another.")
+    return "\n\n".join([description, *notes] if description else notes)
+
+
+def _add_examples(operation: dict, schemas: dict) -> None:
+    """The request body's and each success answer's example, from their schemas (Swagger UI shows it, and fills it
+    in for "Try it out")."""
+    media = [operation.get("requestBody", {}).get("content", {}).get("application/json")]
+    media += [
+        r.get("content", {}).get("application/json") for s, r in operation["responses"].items() if s.startswith("2")
+    ]
+    for content in media:
+        if content and content.get("schema") and "example" not in content:
+            example = example_in(content["schema"], schemas)
+            if example is not NO_EXAMPLE:
+                content["example"] = example
+
+
+NO_EXAMPLE = object()
+
+
+def example_in(schema: dict, schemas: dict) -> object:
+    """The first example a schema gives: its own, its reference's, an array of its items', its first option's."""
+    if schema.get("examples"):
+        return schema["examples"][0]
+    if "$ref" in schema:
+        return example_in(schemas[schema["$ref"].removeprefix("#/components/schemas/")], schemas)
+    if schema.get("type") == "array" and "items" in schema:
+        item = example_in(schema["items"], schemas)
+        return NO_EXAMPLE if item is NO_EXAMPLE else [item]
+    for option in schema.get("anyOf", ()):
+        if (example := example_in(option, schemas)) is not NO_EXAMPLE:
+            return example
+    return NO_EXAMPLE
+
+
 def _guard_of(dependant: Dependant) -> tuple[str | None, str | None] | None:
     for dependency in dependant.dependencies:
         found = getattr(dependency.call, "guarded", None) or _guard_of(dependency)
@@ -155,9 +254,11 @@ def _guard_of(dependant: Dependant) -> tuple[str | None, str | None] | None:
 
 
 def _hoist_defs(operation: dict, schemas: dict) -> None:
-    """A body schema from `model_json_schema()` keeps its models in `$defs`, whose `#/$defs/...` refs would
-    point at the document's root: they move to the document's components."""
-    for media in operation.get("requestBody", {}).get("content", {}).values():
+    """A body's or an answer's schema from `model_json_schema()` keeps its models in `$defs`, whose `#/$defs/...` refs
+    would point at the document's root: they move to the document's components."""
+    contents = [operation.get("requestBody", {}).get("content", {})]
+    contents += [response.get("content", {}) for response in operation["responses"].values()]
+    for media in (media for content in contents for media in content.values()):
         for name, schema in media.get("schema", {}).pop("$defs", {}).items():
             if schemas.setdefault(name, schema) != schema:
                 raise ValueError(f"two different schemas named {name} in the OpenAPI document")

@@ -1,20 +1,26 @@
 """The OpenAPI document (/openapi.json, /docs): valid, and saying what each operation really answers.
 
-Every operation of /api/v1 is behind a bearer key (401; 404 for a deleted project), answers 400 rather
-than FastAPI's 422 for invalid input, and every error status carries the contract's error body (API.md
-§0). The other statuses follow the contract, operation by operation (the tables below)."""
+Every operation of /api/v1 is behind a bearer key (401; 404 for a deleted project) whose scope its security
+requirement names, answers 400 rather than FastAPI's 422 for invalid input, and every error status carries the
+contract's error body (API.md §0). The other statuses follow the contract, operation by operation (the tables below).
+Every success answer has a schema and an example that schema holds (the fuzz, tests/web/test_fuzz.py, holds the real
+answers to the schemas)."""
 
 import json
 
 import pytest
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
+from rewards.domain.identifiers import IDENTIFIER_TYPES
 from rewards.settings import Settings
+from rewards.web.answers import AffiliateAnswer, ClaimCheckAnswer
 from rewards.web.errors import ErrorBody, error_body
 from runtime.production import production_app
 from runtime.serve import embedded_app
+from schemas.entities import AFFILIATE, CLAIM_CHECK
 
 EMBEDDED = embedded_app(Settings()).openapi()
 WRITES = {
@@ -81,12 +87,113 @@ def test_every_operation_of_the_contract_is_documented():
     assert {(method, path) for method, path, _ in OPERATIONS} >= WRITES | SCOPED | LIMITED | PUBLISHING
 
 
-def test_bearer_auth_is_a_security_scheme_of_every_operation():
+# The scope each scoped operation needs (API.md §0: service_role is accepted wherever another scope is required).
+SENDS = {("post", "/events/batch"), ("post", "/events")}
+READS_CODES = {("get", "/referral_codes")}
+
+
+def test_bearer_auth_is_a_security_scheme_of_every_operation_with_the_scope_it_needs():
     scheme = EMBEDDED["components"]["securitySchemes"]["bearerAuth"]
     assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
     for method, path, operation in OPERATIONS:
-        assert operation["security"] == [{"bearerAuth": []}], (method, path)
+        key = (method, path)
+        if key in SENDS:
+            scopes = ["SendTrackingEvent", "service_role"]
+        elif key in READS_CODES:
+            scopes = ["referral_codes:read", "service_role"]
+        elif key in SCOPED:
+            scopes = ["service_role"]
+        else:
+            scopes = []
+        expected = [{"bearerAuth": [scope]} for scope in scopes] or [{"bearerAuth": []}]
+        assert operation["security"] == expected, key
+        note = f"a key with the `{scopes[0]}` scope" if scopes else "any key of the project"
+        assert f"**Key:** {note}" in operation["description"], key
     assert "security" not in EMBEDDED["paths"]["/health"]["get"]
+
+
+EVERY_OPERATION = sorted(
+    (method, path, operation) for path, methods in EMBEDDED["paths"].items() for method, operation in methods.items()
+)
+
+
+def _success(operation: dict) -> tuple[str, dict]:
+    (status,) = [status for status in operation["responses"] if status.startswith("2")]
+    return status, operation["responses"][status]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "operation"), EVERY_OPERATION, ids=[f"{m} {p}" for m, p, _ in EVERY_OPERATION]
+)
+def test_each_operation_documents_its_answer_with_a_schema_and_an_example(method, path, operation):
+    status, success = _success(operation)
+    media = success["content"]["application/json"]
+    assert media["schema"] not in ({}, {"type": "string"}), f"{status}: no schema of the answer"
+    assert "example" in media, f"{status}: no example of the answer"
+    assert success["description"] not in ("Successful Response", "")
+
+
+def _validator(schema: dict) -> Draft202012Validator:
+    return Draft202012Validator({**schema, "components": EMBEDDED["components"]})
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "operation"), EVERY_OPERATION, ids=[f"{m} {p}" for m, p, _ in EVERY_OPERATION]
+)
+def test_each_documented_example_holds_to_its_own_schema(method, path, operation):
+    _, success = _success(operation)
+    media = success["content"]["application/json"]
+    _validator(media["schema"]).validate(media["example"])
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    if body is not None:
+        assert "example" in body, "no example of the body"
+        _validator(body["schema"]).validate(body["example"])
+
+
+def test_an_example_off_its_schema_is_caught():
+    summary = EMBEDDED["paths"]["/api/v1/payouts/summary"]["get"]["responses"]["200"]["content"]["application/json"]
+    assert not _validator(summary["schema"]).is_valid({"total_payouts": 15230.5})  # a number where a string goes
+    assert not _validator(summary["schema"]).is_valid({})
+
+
+def test_the_summary_can_be_tried_with_the_values_the_docs_fill_in():
+    (currency,) = EMBEDDED["paths"]["/api/v1/payouts/summary"]["get"]["parameters"]
+    assert currency["required"] and currency["example"] == "point"
+    assert currency["schema"].get("enum", [currency["schema"].get("const")]) == ["point"]
+
+
+def test_identifier_types_are_an_enum_wherever_they_are_named():
+    named = 0
+    for _, _, operation in OPERATIONS:
+        for parameter in operation.get("parameters", ()):
+            if parameter["name"] in ("user_identifier_type", "identifier_type", "referrer_identifier_type"):
+                schema = parameter["schema"]
+                strings = [o for o in schema.get("anyOf", [schema]) if o.get("type") == "string"]
+                assert [o["enum"] for o in strings] == [list(IDENTIFIER_TYPES)], (parameter, operation["summary"])
+                assert parameter["example"] in IDENTIFIER_TYPES
+                named += 1
+    assert named > 20
+
+
+def test_the_shared_answers_name_the_fields_their_entities_declare():
+    """A claim check and an affiliate are answered from their entities' declarations (schemas.entities)."""
+    declared = [field.answer_name for field in CLAIM_CHECK.fields if field.answer_name is not None]
+    assert set(ClaimCheckAnswer.model_fields) == set(declared)
+    affiliate = {field.answer_name for field in AFFILIATE.fields if field.answer_name is not None}
+    assert affiliate <= set(AffiliateAnswer.model_fields)
+
+
+def test_amounts_written_as_json_numbers_say_they_are_exact_decimals():
+    schemas = EMBEDDED["components"]["schemas"]
+    numbers = [
+        (name, field_name, field)
+        for name, schema in schemas.items()
+        for field_name, field in schema.get("properties", {}).items()
+        if field.get("format") == "decimal"
+    ]
+    assert len(numbers) > 40
+    for name, field_name, field in numbers:
+        assert "exact decimal written as a JSON number" in field["description"], (name, field_name)
 
 
 @pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS])

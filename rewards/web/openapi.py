@@ -4,6 +4,7 @@ needs (its security requirement and its description); and, for each body and suc
 own: rewards.web.answers assembles an answer's from its fields')."""
 
 import copy
+from http import HTTPStatus
 
 from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
@@ -12,7 +13,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 
-from rewards.web.errors import ErrorBody
+from rewards.web.errors import ErrorBody, error_body
 from rewards.web.ratelimit import DEFAULT_LIMITS
 from rewards.web.vocabulary import document_vocabulary
 
@@ -43,6 +44,21 @@ RATE_HEADERS = {
         ("X-RateLimit-Limit", "Calls this key may make to this operation in a sliding minute"),
         ("X-RateLimit-Remaining", "Calls left in the current window"),
     )
+}
+
+
+# Each error status's example answer in the docs: a message the service answers with it (Swagger shows one per status).
+ERROR_EXAMPLES = {
+    400: "quantity must be between 1 and 50",
+    401: "Unknown or revoked API key",
+    403: "This operation requires the service_role scope",
+    404: "Project not found",
+    409: "Code in use",
+    413: "Request body must not be larger than 1048576 bytes",
+    414: "request line must be at most 65536 bytes (send long lists in fewer requests)",
+    415: "Content-Type must be application/json",
+    429: "Too Many Requests",
+    503: "Service Unavailable: retry later",
 }
 
 
@@ -156,7 +172,10 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
         responses[str(status)] = {"description": f"{own['description']}; or {description}" if own else description}
     for status, response in responses.items():
         if int(status) >= 400:
-            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+            example = error_body(int(status), ERROR_EXAMPLES.get(int(status), HTTPStatus(int(status)).phrase))
+            response["content"] = {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}, "example": example}
+            }
         if status == "429":
             response["headers"] = {"Retry-After": {**RETRY_AFTER, "required": True}, **RATE_HEADERS}
         elif status == "503" and guarded is not None:

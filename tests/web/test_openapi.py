@@ -212,8 +212,9 @@ def test_each_operation_documents_its_statuses_with_the_error_body(method, path,
     expected |= {422} if key == ("patch", "/referral_codes/{code}/use") else set()
     assert errors == expected
     for status in errors:
-        content = responses[str(status)]["content"]
-        assert content == {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        content = responses[str(status)]["content"]["application/json"]
+        assert content["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+        assert content["example"]["statusCode"] == status  # each status its own example, not the 400's
         assert responses[str(status)]["description"]
     if key in LIMITED:
         assert responses["429"]["headers"]["Retry-After"]["required"] is True

@@ -2,6 +2,7 @@
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import sys
@@ -58,6 +59,16 @@ def lock_data_dir(data_dir: Path):
     return lock
 
 
+class _Server(uvicorn.Server):
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if sockets and self.started:  # uvicorn says where it listens only on sockets it bound itself
+            host, port = sockets[0].getsockname()[:2]
+            host = f"[{host}]" if ":" in host else host
+            message = "Uvicorn running on http://%s:%d (Press CTRL+C to quit)"
+            logging.getLogger("uvicorn.error").info(message, host, port)
+
+
 class PortInUse(RuntimeError):
     pass
 
@@ -81,7 +92,7 @@ def serve(settings: Settings) -> None:
         embedded_app(settings), log_config=None, access_log=False, timeout_graceful_shutdown=10,
         http=ContractHttpProtocol,
     )  # fmt: skip
-    server = uvicorn.Server(config)
+    server = _Server(config)
     server.run(sockets=[sock])
     if not server.started:
         sys.exit(3)  # as uvicorn.run: the app's start-up failed

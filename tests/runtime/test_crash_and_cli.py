@@ -120,6 +120,25 @@ def test_a_second_server_on_the_same_data_dir_says_so_in_one_line(embedded_serve
     ]
 
 
+def test_serve_says_where_it_listens_once_ready(tmp_path):
+    """The README's walkthrough waits for "Uvicorn running" (the server binds its socket itself: uvicorn would not
+    say where)."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "rewards", "serve", "--port", str(port), "--data-dir", str(tmp_path)]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in server.stderr:
+            lines.append(line)
+            if "Uvicorn running" in line or len(lines) > 200:
+                break
+        assert f"Uvicorn running on http://127.0.0.1:{port}" in lines[-1], lines
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_serve_on_a_busy_port_says_so_before_anything_starts(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]

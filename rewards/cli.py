@@ -3,6 +3,8 @@ entry points (pyproject.toml; each names a `register(app)`), as Flask's `flask` 
 the shared library imports none of the services, and the composition root (runtime/commands) adds serve, workers,
 migrate, project and key."""
 
+import json
+import sys
 from importlib.metadata import entry_points
 
 import typer
@@ -19,20 +21,20 @@ app = typer.Typer(
 )
 
 
-class NoCommands(RuntimeError):
-    pass
+NOT_INSTALLED = f"no `{GROUP}` entry points: install the project (`make install` or `pip install -e .`)"
 
 
-def _register_commands() -> None:
+def _register_commands() -> bool:
     found = entry_points(group=GROUP)
-    if not found:
-        raise NoCommands(f"no `{GROUP}` entry points: install the project (`make install` or `pip install -e .`)")
     for entry in sorted(found, key=lambda e: e.name):
         entry.load()(app)
+    return bool(found)
 
 
-_register_commands()
+_installed = _register_commands()
 
 
 def main() -> None:
+    if not _installed:  # run from a checkout that was never installed: say so, not a usage with no commands
+        sys.exit(json.dumps({"error": NOT_INSTALLED}))
     app()

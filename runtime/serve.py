@@ -69,19 +69,22 @@ class _Server(uvicorn.Server):
             logging.getLogger("uvicorn.error").info(message, host, port)
 
 
-class PortInUse(RuntimeError):
+class CannotListen(RuntimeError):
     pass
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """The server's socket, bound before anything starts: uvicorn binds only after the app's start-up, so a busy port
     would otherwise be found once every migration has run and "serving" was logged."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    host = host.removeprefix("[").removesuffix("]")  # an IPv6 address as written in a URL
     try:
+        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         return socket.create_server((host, port), family=family, backlog=2048)
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise PortInUse(f"cannot listen on {host}:{port}: {reason}") from None
+    except socket.gaierror as exc:
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
+        reason = os.strerror(exc.errno) if getattr(exc, "errno", None) else str(exc)
+        raise CannotListen(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 def serve(settings: Settings) -> None:

@@ -60,7 +60,7 @@ def wants_json(accept: str) -> bool:
     return "application/json" in accept and "text/html" not in accept
 
 
-@router.get("/")
+@router.api_route("/", methods=["GET", "HEAD"])
 async def landing(request: Request) -> Response:
     if wants_json(request.headers.get("accept", "")):
         return JSONResponse({"service": "rewards", **LINKS}, headers={"Vary": "Accept"})
@@ -68,6 +68,7 @@ async def landing(request: Request) -> Response:
 
 
 @router.get("/favicon.svg")
+@router.get("/favicon.ico")  # what a browser asks for by itself: the same SVG (every browser of today reads it)
 async def favicon() -> Response:
     headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
     return Response(FAVICON, media_type="image/svg+xml", headers=headers)

@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 
+from rewards.settings import Settings
 from rewards.web.errors import ErrorBody, error_body
 from rewards.web.ratelimit import DEFAULT_LIMITS
 from rewards.web.vocabulary import document_vocabulary
@@ -54,7 +55,7 @@ ERROR_EXAMPLES = {
     403: "This operation requires the service_role scope",
     404: "Project not found",
     409: "Code in use",
-    413: "Request body must not be larger than 1048576 bytes",
+    413: f"Request body must not be larger than {Settings.model_fields['max_body_bytes'].default} bytes",
     414: "request line must be at most 65536 bytes (send long lists in fewer requests)",
     415: "Content-Type must be application/json",
     429: "Too Many Requests",

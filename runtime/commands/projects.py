@@ -81,13 +81,22 @@ def project_config(
 
 
 def _read_document(file: Path) -> object:
-    """A .json file is read as JSON (its errors in JSON's words); anything else as YAML, which JSON is a subset of."""
-    text = file.read_text()
-    if file.suffix.lower() == ".json":
+    """A .json file, or a text that opens like a JSON document, is read as JSON and its errors told in JSON's words
+    (a text opening with `{` that is no JSON may still be YAML's flow style, unless the file is named .json); anything
+    else as YAML, which JSON is a subset of. A byte-order mark is allowed."""
+    text = file.read_text(encoding="utf-8-sig")
+    as_json = file.suffix.lower() == ".json"
+    if as_json or text.lstrip()[:1] in ("{", "["):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            fail(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")
+            json_error = f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            if as_json:
+                fail(json_error)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            fail(json_error)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

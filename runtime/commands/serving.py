@@ -18,12 +18,12 @@ def serve(
 ) -> None:
     """Serve every endpoint and run the pipeline in one process (the embedded default)."""
     from rewards.settings import Settings
-    from runtime.serve import DataDirInUse, PortInUse
+    from runtime.serve import CannotListen, DataDirInUse
     from runtime.serve import serve as run_server
 
     try:
         run_server(Settings(host=host, port=port, data_dir=data_dir))
-    except (DataDirInUse, PortInUse) as exc:
+    except (CannotListen, DataDirInUse) as exc:
         fail(str(exc))
 
 

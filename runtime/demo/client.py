@@ -5,9 +5,19 @@ import json
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
-from urllib.request import Request, urlopen
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 API_PREFIX = "/api/v1"
+
+
+class _NoRedirects(HTTPRedirectHandler):
+    """A redirect is an error here: following one would send the key to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = build_opener(_NoRedirects)
 RETRIES = 8
 LONGEST_WAIT_S = 60.0
 
@@ -33,7 +43,7 @@ class Client:
 
     def check_server(self) -> None:
         try:
-            with urlopen(f"{self.base_url}/health", timeout=self.timeout_s) as response:
+            with _OPENER.open(f"{self.base_url}/health", timeout=self.timeout_s) as response:
                 response.read()
         except (URLError, OSError) as exc:
             raise DemoError(
@@ -59,7 +69,7 @@ class Client:
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(RETRIES):
             try:
-                with urlopen(Request(url, data, headers, method=method), timeout=self.timeout_s) as response:
+                with _OPENER.open(Request(url, data, headers, method=method), timeout=self.timeout_s) as response:
                     return json.loads(response.read() or b"null")
             except HTTPError as exc:
                 answer = exc.read()

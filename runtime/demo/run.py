@@ -55,6 +55,10 @@ def run(url: str, conversions: int, seed: int, on_state: OnState, secrets_keys: 
         _send(client, setup.ingest_keys, batches)
         _wait_processed(api, batches)
         closed, claimed = _settle_claim_checks(api, group, rng)
+    except BaseException:  # a demo half made is no demo: its project goes (its keys then answer 404), and it says so
+        on_state(partial(_delete_project, setup.project_id))
+        print(f"rewards demo: the half-made project {setup.project_id} was deleted", file=sys.stderr)
+        raise
     finally:
         on_state(partial(_revoke, setup.ingest_keys))
     return {
@@ -72,11 +76,19 @@ def run(url: str, conversions: int, seed: int, on_state: OnState, secrets_keys: 
 
 async def _create_project(state, ingest_keys: int, secrets_keys: Sequence[str]) -> Setup:
     project_id = await state.create_project(PROJECT_NAME)
-    service_key = await state.create_key(project_id, ["service_role"])
-    keys = [await state.create_key(project_id, ["SendTrackingEvent"]) for _ in range(ingest_keys)]
-    signer = _random_signer()  # kept sealed in the state store only, as `rewards project claim-signer` keeps it
-    await put_claim_signer(state, project_id, signer, secrets_keys)
+    try:
+        service_key = await state.create_key(project_id, ["service_role"])
+        keys = [await state.create_key(project_id, ["SendTrackingEvent"]) for _ in range(ingest_keys)]
+        signer = _random_signer()  # kept sealed in the state store only, as `rewards project claim-signer` keeps it
+        await put_claim_signer(state, project_id, signer, secrets_keys)
+    except BaseException:
+        await state.delete_project(project_id)  # its keys answer 404 from now on
+        raise
     return Setup(project_id, service_key, keys, signer.address)
+
+
+async def _delete_project(project_id: str, state) -> None:
+    await state.delete_project(project_id)
 
 
 def _random_signer() -> SignerKey:

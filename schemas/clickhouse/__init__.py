@@ -27,6 +27,7 @@ INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 _FILE_NAME = re.compile(r"^(\d+)_([a-z0-9_]+)\.sql$")
 _DOWN = re.compile(r"^--\s*down\s*$", re.IGNORECASE)
 _BACKFILL = re.compile(r"^--\s*backfill:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\([^()]*\))?\s*$", re.IGNORECASE)
+_BACKFILL_LIKE = re.compile(r"^--\s*backfill\b", re.IGNORECASE)  # a line meant as one: never read as a comment
 _VIEW = re.compile(
     r"^CREATE\s+MATERIALIZED\s+VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z_][A-Za-z0-9_]*)\s+TO\s+([A-Za-z_][A-Za-z0-9_]*)"
     r"\s+AS\s+(SELECT\b.*)$",
@@ -61,6 +62,8 @@ def split_statements(text: str, views: dict[str, tuple[str, str]] | None = None)
     for line in text.splitlines():
         directive = _BACKFILL.match(line.strip())
         if directive is None:
+            if _BACKFILL_LIKE.match(line.strip()):
+                raise MigrationFileError(f"malformed {line.strip()!r}: write `-- backfill: <view> [(<columns>)]`")
             lines.append(line)
             continue
         result += _plain_statements(lines, views, before_backfill=True)
@@ -94,13 +97,12 @@ def parse_migration(file_name: str, text: str) -> Migration:
     marks = [n for n, line in enumerate(lines) if _DOWN.match(line.strip())]
     if len(marks) > 1:
         raise MigrationFileError(f"{file_name}: more than one `-- down` line")
-    views: dict[str, tuple[str, str]] = {}
-    try:
+    try:  # each section backfills from the views it makes itself (the down section's are not the up section's)
         if marks:
-            up = split_statements("\n".join(lines[: marks[0]]), views)
-            down: tuple[str, ...] | None = tuple(split_statements("\n".join(lines[marks[0] + 1 :]), views))
+            up = split_statements("\n".join(lines[: marks[0]]))
+            down: tuple[str, ...] | None = tuple(split_statements("\n".join(lines[marks[0] + 1 :])))
         else:
-            up, down = split_statements(text, views), None
+            up, down = split_statements(text), None
     except MigrationFileError as exc:
         raise MigrationFileError(f"{file_name}: {exc}") from exc
     if not up:

@@ -1,13 +1,16 @@
 """Durability (SIGKILL right after a 200) and the command line, as real processes."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from rewards.domain.keys import split_key
 from tests.conftest import event, evm
 from tests.support.harness import Admin, Api, Server
 
@@ -57,13 +60,14 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
     assert listed[project]["name"] == "cli" and listed[project]["deleted_at"] is None
     spare = json.loads(rewards("key", "create", "--project", project, data_dir=data).stdout)["api_key"]
     keys = rewards("key", "list", "--project", project, data_dir=data)
-    assert body["api_key"].split("_")[2] not in keys.stdout and spare.split("_")[2] not in keys.stdout  # no secret
+    (key_id, secret), (spare_id, spare_secret) = split_key(body["api_key"]), split_key(spare)
+    assert secret not in keys.stdout and spare_secret not in keys.stdout  # no secret (a secret may hold `_`)
     assert {(k["key_id"], tuple(k["scopes"]), k["revoked_at"]) for k in json.loads(keys.stdout)} == {
-        (body["api_key"].split("_")[1], ("service_role",), None),
-        (spare.split("_")[1], (), None),
+        (key_id, ("service_role",), None),
+        (spare_id, (), None),
     }
-    assert rewards("key", "revoke", "--id", spare.split("_")[1], data_dir=data).returncode == 0
-    assert rewards("key", "revoke", "--id", spare.split("_")[1], data_dir=data).returncode == 1
+    assert rewards("key", "revoke", "--id", spare_id, data_dir=data).returncode == 0
+    assert rewards("key", "revoke", "--id", spare_id, data_dir=data).returncode == 1
     assert rewards("key", "list", "--project", "nope", data_dir=data).returncode == 1
 
     config_file = tmp_path / "config.yaml"
@@ -126,17 +130,24 @@ def test_serve_says_where_it_listens_once_ready(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "rewards", "serve", "--port", str(port), "--data-dir", str(tmp_path)]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "REWARDS_LOG_LEVEL": "info"}
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        lines = []
-        for line in server.stderr:
-            lines.append(line)
-            if "Uvicorn running" in line or len(lines) > 200:
-                break
-        assert f"Uvicorn running on http://127.0.0.1:{port}" in lines[-1], lines
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: _read_until(server.stderr, "Uvicorn running", lines), daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert lines and f"Uvicorn running on http://127.0.0.1:{port}" in lines[-1], lines
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _read_until(stream, text: str, lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
+        if text in line:
+            return
 
 
 def test_serve_on_a_busy_port_says_so_before_anything_starts(tmp_path):

@@ -71,6 +71,24 @@ def test_without_a_server_it_says_how_to_start_one(embedded_server):
     assert "no rewards server answers" in json.loads(done.stderr)["error"]
 
 
+def test_against_another_data_dir_it_says_so_and_leaves_no_project_behind(embedded_server, tmp_path):
+    other = tmp_path / "other"
+    made = subprocess.run(
+        [sys.executable, "-m", "rewards", "project", "create", "--name", "elsewhere", "--data-dir", str(other)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = demo(embedded_server.url, other, "--conversions", "100")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "does not know the key just made" in done.stderr and "was deleted" in done.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "rewards", "project", "list", "--data-dir", str(other)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    demo_projects = [p for p in json.loads(listed.stdout) if p["name"] == "Demo shop"]
+    assert len(demo_projects) == 1 and demo_projects[0]["deleted_at"] is not None  # its keys answer 404
+
+
 def _one(results: list) -> dict:
     assert len(results) == 1, results
     return results[0]

@@ -166,6 +166,9 @@ TRUNCATE TABLE totals;
 -- backfill: totals_mv
   --  backfill:  totals_mv  (project_id, total)
 -- down
+DROP VIEW IF EXISTS totals_mv;
+CREATE MATERIALIZED VIEW IF NOT EXISTS totals_mv TO totals AS
+SELECT project_id, amount AS total FROM payouts;
 -- backfill: totals_mv
 """
 
@@ -178,7 +181,10 @@ def test_a_backfill_line_inserts_its_views_query_into_the_views_target():
         f"INSERT INTO totals SETTINGS insert_deduplicate = 0\n{query}",
         f"INSERT INTO totals (project_id, total) SETTINGS insert_deduplicate = 0\n{query}",
     )
-    assert migration.down == (f"INSERT INTO totals SETTINGS insert_deduplicate = 0\n{query}",)
+    assert (
+        migration.down[2]
+        == "INSERT INTO totals SETTINGS insert_deduplicate = 0\nSELECT project_id, amount AS total FROM payouts"
+    )  # the down section's own view
     written_out = POINTS_BY_KIND.replace(
         "-- backfill: payout_totals_by_kind_mv",
         "INSERT INTO payout_totals_by_kind SETTINGS insert_deduplicate = 0\n"
@@ -196,7 +202,12 @@ def test_a_backfill_line_inserts_its_views_query_into_the_views_target():
      ({f"{NEXT:03d}_below.sql": "-- backfill: t_mv\nCREATE MATERIALIZED VIEW IF NOT EXISTS t_mv TO t AS SELECT 1;"},
       "no materialized view t_mv made above"),
      ({f"{NEXT:03d}_inside.sql": "CREATE MATERIALIZED VIEW t_mv TO t AS SELECT 1;\nTRUNCATE t\n-- backfill: t_mv"},
-      "inside a statement")],
+      "inside a statement"),
+     ({f"{NEXT:03d}_up.sql": "CREATE MATERIALIZED VIEW t_mv TO t AS SELECT 1;\n-- down\n-- backfill: t_mv"},
+      "no materialized view t_mv made above"),  # the down section backfills from its own views only
+     *(({f"{NEXT:03d}_typo.sql": f"CREATE MATERIALIZED VIEW t_mv TO t AS SELECT 1;\n{line}\n"}, "malformed")
+       for line in ("-- backfill: t_mv;", "-- backfill t_mv", "-- backfill: t_mv (a, b", "-- backfill: db.t_mv",
+                    "-- backfill: t_mv -- the totals", "-- BACKFILL:"))],
 )  # fmt: skip
 def test_bad_migration_files_are_refused(tmp_path, files, error):
     with pytest.raises(schema.MigrationFileError, match=error):

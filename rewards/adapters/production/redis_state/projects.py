@@ -59,24 +59,26 @@ class RedisProjectStore(RedisStateBase):
     async def list_projects(self) -> list[ProjectInfo]:
         """A SCAN of the keyspace (every master of a cluster): there is no index of projects to keep exact, and this is
         an operator's rare listing (seconds at millions of keys)."""
-        found = []
+        found = {}  # by id: SCAN may return a key twice
         async for key in self._redis.scan_iter(match=f"{redis_keys.PREFIX}:{{*}}:project", count=1000):
             project_id = key.split("{", 1)[1].split("}", 1)[0]
             if key == ProjectKeys(project_id).project() and (project := await self.get_project(project_id)):
-                found.append(project)
-        return sorted(found, key=lambda p: (p.created_ms, p.project_id))
+                found[project_id] = project
+        return sorted(found.values(), key=lambda p: (p.created_ms, p.project_id))
 
     async def list_keys(self, project_id: str) -> list[KeyInfo]:
         """A SCAN of the keyspace, as list_projects."""
-        found = []
+        found = {}  # by id: SCAN may return a key twice
         async for key in self._redis.scan_iter(match=redis_keys.api_key("*"), count=1000):
             row = await self._redis.hgetall(key)
             if row.get("project_id") == project_id:
                 revoked = row.get("revoked_ms")
                 scopes = tuple(json.loads(row["scopes"]))
                 key_id = key.removeprefix(redis_keys.api_key(""))
-                found.append(KeyInfo(key_id, scopes, int(row["created_ms"]), None if revoked is None else int(revoked)))
-        return sorted(found, key=lambda k: (k.created_ms, k.key_id))
+                found[key_id] = KeyInfo(
+                    key_id, scopes, int(row["created_ms"]), None if revoked is None else int(revoked)
+                )
+        return sorted(found.values(), key=lambda k: (k.created_ms, k.key_id))
 
     async def revoke_key_id(self, key_id: str) -> bool:
         row = await self._redis.hgetall(redis_keys.api_key(key_id))

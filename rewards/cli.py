@@ -1,7 +1,7 @@
 """The `rewards` command line. Its commands come from the packages that provide them, through the `rewards.commands`
 entry points (pyproject.toml; each names a `register(app)`), as Flask's `flask` command collects `flask.commands`:
 the shared library imports none of the services, and the composition root (runtime/commands) adds serve, workers,
-migrate, project and key."""
+migrate, project, key and demo."""
 
 import json
 import sys

@@ -20,7 +20,7 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
         principal = await _authenticate(request)
         request.scope.setdefault("state", {})["project_id"] = principal.project_id  # for the request's log line
         if scope is not None and "service_role" not in principal.scopes and scope not in principal.scopes:
-            raise ApiError(403, f"This operation requires the {scope} scope")
+            raise ApiError(403, scope_required(scope))
         if operation is not None:
             backends = backends_of(request)
             headers = await backends.limiter.hit(operation, principal.key_id)
@@ -34,6 +34,11 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
 MISSING_KEY = "Missing Authorization header: send 'Authorization: Bearer <API key>'"
 NOT_BEARER = "The Authorization header must be 'Bearer <API key>'"
 UNKNOWN_KEY = "Unknown or revoked API key"
+PROJECT_NOT_FOUND = "Project not found"
+
+
+def scope_required(scope: str) -> str:
+    return f"This operation requires the {scope} scope"
 
 
 def _unauthorized(message: str) -> ApiError:
@@ -52,5 +57,5 @@ async def _authenticate(request: Request) -> Principal:
     if principal is None:
         raise _unauthorized(UNKNOWN_KEY)
     if principal.project_deleted:
-        raise ApiError(404, "Project not found")
+        raise ApiError(404, PROJECT_NOT_FOUND)
     return principal

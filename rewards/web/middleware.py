@@ -82,7 +82,11 @@ class BodyLimitMiddleware:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        await send_error(send, 413, f"Request body must not be larger than {self.max_body_bytes} bytes")
+        await send_error(send, 413, body_too_large(self.max_body_bytes))
+
+
+def body_too_large(max_body_bytes: int) -> str:
+    return f"Request body must not be larger than {max_body_bytes} bytes"
 
 
 def is_json_media_type(content_type: bytes) -> bool:

@@ -13,8 +13,13 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 
+from rewards.domain.referrals import CODE_IN_USE
+from rewards.ports import Unavailable
 from rewards.settings import Settings
+from rewards.web.auth import PROJECT_NOT_FOUND, UNKNOWN_KEY, scope_required
 from rewards.web.errors import ErrorBody, error_body
+from rewards.web.middleware import JsonContentTypeMiddleware, body_too_large
+from rewards.web.protocol import TOO_LONG
 from rewards.web.ratelimit import DEFAULT_LIMITS
 from rewards.web.vocabulary import document_vocabulary
 
@@ -48,18 +53,19 @@ RATE_HEADERS = {
 }
 
 
-# Each error status's example answer in the docs: a message the service answers with it (Swagger shows one per status).
+# Each error status's example answer in the docs: the message the service answers with it (Swagger shows one per
+# status), from where each is written.
 ERROR_EXAMPLES = {
     400: "quantity must be between 1 and 50",
-    401: "Unknown or revoked API key",
-    403: "This operation requires the service_role scope",
-    404: "Project not found",
-    409: "Code in use",
-    413: f"Request body must not be larger than {Settings.model_fields['max_body_bytes'].default} bytes",
-    414: "request line must be at most 65536 bytes (send long lists in fewer requests)",
-    415: "Content-Type must be application/json",
+    401: UNKNOWN_KEY,
+    403: scope_required("service_role"),
+    404: PROJECT_NOT_FOUND,
+    409: CODE_IN_USE,
+    413: body_too_large(Settings.model_fields["max_body_bytes"].default),
+    414: TOO_LONG,
+    415: JsonContentTypeMiddleware.MESSAGE,
     429: "Too Many Requests",
-    503: "Service Unavailable: retry later",
+    503: Unavailable.answer,
 }
 
 

@@ -85,22 +85,19 @@ def _read_document(file: Path) -> object:
     (a text opening with `{` that is no JSON may still be YAML's flow style, unless the file is named .json); anything
     else as YAML, which JSON is a subset of. A byte-order mark is allowed."""
     text = file.read_text(encoding="utf-8-sig")
-    as_json = file.suffix.lower() == ".json"
-    if as_json or text.lstrip()[:1] in ("{", "["):
+    named_json = file.suffix.lower() == ".json"
+    json_error = None
+    if named_json or text.lstrip()[:1] in ("{", "["):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             json_error = f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-            if as_json:
+            if named_json:
                 fail(json_error)
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            fail(json_error)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        fail(f"{file} is not valid YAML (nor JSON): {exc}")
+        fail(json_error or f"{file} is not valid YAML (nor JSON): {exc}")
 
 
 @project_app.command("claim-signer")

@@ -17,6 +17,7 @@ from playwright.sync_api import sync_playwright
 
 from rewards.domain.timestamps import format_timestamp, now_ms
 from tests.query_api.test_console import CHROMIUM, OVERFLOWING, Console, Shop, purchase, swap, who
+from tests.support import swagger
 from tests.support.harness import Server, eventually
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -105,19 +106,9 @@ def photograph_front_and_docs(browser, base_url: str, shop: Shop, out_dir: Path)
         context.close()
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(f"{base_url}/docs")
-    page.locator("button.authorize").first.click(timeout=15_000)
-    page.locator(".modal-ux input").first.fill(shop.service_key)
-    page.locator(".modal-ux button.authorize").click()
-    page.locator(".modal-ux button.btn-done").click()
-    operation = page.locator(".opblock-get", has=page.locator('[data-path="/api/v1/payouts/summary"]'))
-    operation.locator(".opblock-summary").click()
-    operation.locator("button.try-out__btn").click()
-    currency = operation.locator('tr[data-param-name="currency"] input, tr[data-param-name="currency"] select').first
-    if currency.evaluate("e => e.tagName") == "INPUT":
-        currency.fill("point")  # a document without the enum: nothing filled in by itself
-    operation.locator("button.execute").click()
-    operation.locator(".live-responses-table .response .response-col_status").first.wait_for(timeout=15_000)
+    swagger.sign_in(page, base_url, shop.service_key)
+    operation = swagger.try_out(page)
+    swagger.execute(operation)
     shots.append(out_dir / "docs-try-it-out.png")
     operation.screenshot(path=str(shots[-1]))
     context.close()

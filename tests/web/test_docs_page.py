@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from tests.conftest import SERVICE
+from tests.support import swagger
 from tests.support.harness import Admin
 from tests.support.real_engines import missing
 
@@ -38,21 +39,11 @@ def test_the_docs_work_offline_and_try_the_summary_with_a_key(browser, embedded_
         return route.abort()
 
     page.route("**/*", only_the_server)
-    page.goto(f"{embedded_server.url}/docs")
-    page.locator("button.authorize").first.click(timeout=15_000)  # Swagger UI rendered: its scripts loaded
-    page.locator(".modal-ux input").first.fill(key)
-    page.locator(".modal-ux button.authorize").click()
-    page.locator(".modal-ux button.btn-done").click()
-
-    operation = page.locator(".opblock-get", has=page.locator('[data-path="/api/v1/payouts/summary"]'))
-    operation.locator(".opblock-summary").click()
-    operation.locator("button.try-out__btn").click()
+    swagger.sign_in(page, embedded_server.url, key)
+    operation = swagger.try_out(page)
     currency = operation.locator('tr[data-param-name="currency"]').locator("select, input").first
     assert currency.input_value() == "point"  # filled in by the docs (the parameter's example), nothing typed
-    operation.locator("button.execute").click()
-    status = operation.locator(".live-responses-table .response .response-col_status")
-    status.first.wait_for(timeout=15_000)
-    assert status.first.inner_text().strip() == "200"
+    assert swagger.execute(operation).inner_text().strip() == "200"
     body = operation.locator(".live-responses-table .response-col_description pre").first.inner_text()
     assert '"total_payouts": "0"' in body
     assert elsewhere == []  # nothing asked of any other host

@@ -4,7 +4,7 @@ A 429 (a key's rate limit) or a 503 (back-pressure) is retried after the Retry-A
 import json
 import time
 from urllib.error import HTTPError, URLError
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 API_PREFIX = "/api/v1"
@@ -34,6 +34,8 @@ class ApiError(DemoError):
 
 class Client:
     def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 30):
+        if urlsplit(base_url).scheme not in ("http", "https"):  # urllib would open file: and ftp: addresses too
+            raise DemoError(f"--url must be an http:// or https:// address, not {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout_s = timeout_s

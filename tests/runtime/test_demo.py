@@ -69,6 +69,9 @@ def test_without_a_server_it_says_how_to_start_one(embedded_server):
     done = demo(f"http://127.0.0.1:{free_port()}", embedded_server.data_dir)
     assert done.returncode == 1 and done.stdout == ""
     assert "no rewards server answers" in json.loads(done.stderr)["error"]
+    for address in ("file:///etc/passwd", "ftp://127.0.0.1/", "127.0.0.1:8000"):
+        done = demo(address, embedded_server.data_dir)
+        assert done.returncode == 1 and "must be an http:// or https:// address" in json.loads(done.stderr)["error"]
 
 
 def test_against_another_data_dir_it_says_so_and_leaves_no_project_behind(embedded_server, tmp_path):

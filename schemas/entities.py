@@ -81,7 +81,7 @@ class Entity:
     table: str  # the warehouse table of its rows
     fields: tuple[Field, ...]
     doc: str | None = None  # the record model's docstring
-    # Columns the warehouse fills itself (DEFAULT), name → type.
+    # Columns not carried by the record, name → type: the warehouse fills them (DEFAULT), or the workers derive them.
     computed_columns: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
@@ -164,6 +164,9 @@ CONVERSION = Entity(
         document("args"),
         document("metadata"),
     ),
+    # The args' amounts as the volume and revenue figures count them, under the project's configuration of the moment
+    # (stream_workers.rows.counted_columns; migration 012).
+    computed_columns={"counted_volume": "Decimal(76, 18)", "counted_revenue": "Decimal(76, 18)"},
 )
 
 # A code's use: the referral of its user by its owner.

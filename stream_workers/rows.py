@@ -12,7 +12,8 @@ import orjson
 from rewards.domain import claim_checks
 from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck
-from rewards.domain.payout_config import TokenCurrency
+from rewards.domain.figure_currency import counted
+from rewards.domain.payout_config import TokenCurrency, VolumeCurrency
 from rewards.domain.payouts import Payout, Volume
 from schemas.clickhouse.values import ch_datetime
 from schemas.entities import DOCUMENT, EACH, REQUIRED, TIME, Entity, Field, compiled
@@ -50,6 +51,15 @@ def row_of(entity: Entity, name: str) -> Callable:
     each = [field.name for field in entity.stored if field.kind == EACH]
     expression = f"[{row} for item in record.{each[0]}]" if each else row
     return compiled(f"{name}(record)", expression, {"ch_datetime": ch_datetime, "dumps": orjson.dumps})
+
+
+def counted_columns(args: object, currency: VolumeCurrency) -> dict:
+    """A conversion's amounts as the volume and revenue figures count them (rewards.domain.figure_currency)."""
+    args = args if isinstance(args, dict) else {}
+    return {
+        "counted_volume": format_amount(counted(args.get("value"), currency)),
+        "counted_revenue": format_amount(counted(args.get("revenue"), currency)),
+    }
 
 
 def payout_id(source: PayoutSource, index: int | str) -> str:
@@ -117,7 +127,8 @@ def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
     if not volumes:
         return []
     happened_at = ch_datetime(source.happened_at_ms)
-    base = format_amount(to_points(volumes[0].base))  # one conversion's volumes share its base
+    first = volumes[0]  # one conversion's volumes share its base
+    base, counted = format_amount(to_points(first.base)), format_amount(to_points(first.counted_base))
     return [
         {
             "project_id": source.project_id,
@@ -125,7 +136,10 @@ def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
             "level": volume.level,
             "affiliate_identifier_type": volume.affiliate.identifier_type,
             "affiliate_identifier": volume.affiliate.identifier,
-            "base": base if volume.base is volumes[0].base else format_amount(to_points(volume.base)),
+            "base": base if volume.base is first.base else format_amount(to_points(volume.base)),
+            "counted_base": counted
+            if volume.counted_base is first.counted_base
+            else format_amount(to_points(volume.counted_base)),
             "happened_at": happened_at,
         }
         for volume in volumes

@@ -6,8 +6,8 @@ from ingest_api.projects import service
 from ingest_api.projects.schemas import NO_SIGNER, SIGNER_ADDRESS, SIGNER_KEY, ConfigDocument, config_answer_schema
 from rewards.domain.claim_signing import InvalidSignerKey, SignerKey, parse_signer_key
 from rewards.domain.payout_config import InvalidConfig, PayoutConfig
-from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep
-from rewards.web.errors import bad_request, validation_messages
+from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep, WarehouseDep
+from rewards.web.errors import bad_request, conflict, validation_messages
 from rewards.web.openapi import request_body_doc
 from rewards.web.requests import json_body
 
@@ -43,11 +43,19 @@ def parse_document(document: object) -> tuple[PayoutConfig, SignerKey | object |
 @router.put(
     "/config",
     openapi_extra=request_body_doc(ConfigDocument),
-    responses=_config_answer("The configuration now in force"),
+    responses={
+        **_config_answer("The configuration now in force"),
+        409: {"description": "volume_currency changed while the project has conversions: nothing is changed"},
+    },
 )
-async def put_config(request: Request, principal: ServiceCaller, state: StateDep, settings: SettingsDep):
+async def put_config(
+    request: Request, principal: ServiceCaller, state: StateDep, warehouse: WarehouseDep, settings: SettingsDep
+):
     config, signer = parse_document(json_body(await request.body()))
-    await service.put_config(state, principal.project_id, config)
+    try:
+        await service.put_config(state, warehouse, principal.project_id, config)
+    except service.VolumeCurrencyFixed as exc:
+        raise conflict(str(exc)) from exc
     if signer is not NO_SIGNER:
         await service.put_claim_signer(state, principal.project_id, signer, settings.secrets_keys)
     return service.config_json(config, await service.signer_address(state, principal.project_id))

@@ -5,7 +5,16 @@ from collections.abc import Sequence
 
 from rewards.domain.claim_signing import SignerKey
 from rewards.domain.payout_config import PayoutConfig, config_from_document
-from rewards.ports import ProjectStore
+from rewards.ports import ProjectStore, Warehouse
+
+VOLUME_CURRENCY_FIXED = (
+    "volume_currency cannot change once the project has conversions: the figures counted before would be added to "
+    "those of another currency (docs/api.md §6)"
+)
+
+
+class VolumeCurrencyFixed(ValueError):
+    """A change of volume_currency refused: the project's figures already count another currency."""
 
 
 def parse_config(document: object) -> PayoutConfig:
@@ -23,8 +32,19 @@ async def get_config(state: ProjectStore, project_id: str) -> PayoutConfig:
     return await state.get_config(project_id)
 
 
-async def put_config(state: ProjectStore, project_id: str, config: PayoutConfig) -> None:
+async def put_config(state: ProjectStore, warehouse: Warehouse, project_id: str, config: PayoutConfig) -> None:
+    """Store `config`; VolumeCurrencyFixed if it changes the volume currency of a project with conversions."""
+    stored = await state.get_config(project_id)
+    if config.volume_currency != stored.volume_currency and await has_conversions(warehouse, project_id):
+        raise VolumeCurrencyFixed(VOLUME_CURRENCY_FIXED)
     await state.put_config(project_id, config)
+
+
+async def has_conversions(warehouse: Warehouse, project_id: str) -> bool:
+    rows = await warehouse.query(
+        "SELECT 1 AS found FROM conversions WHERE project_id = {project:String} LIMIT 1", {"project": project_id}
+    )
+    return bool(rows)
 
 
 async def signer_address(state: ProjectStore, project_id: str) -> str | None:

@@ -57,10 +57,12 @@ def _currency_condition(column: str, currency: str | None) -> str:
 
 
 def _figures_totals(figure: str, currency_column: str, chain_column: str, currency: str | None) -> str:
-    """One figure (volume or revenue) per user over the sides asked, in `currency` only when given; users with none
-    are not ranked."""
+    """One figure (volume or revenue) per user over the sides asked: of the amounts in `currency` when given, else
+    as counted in the project's volume currency (`counted_*`: rewards.domain.figure_currency); users with none are not
+    ranked."""
+    column = figure if currency is not None else f"counted_{figure}"
     return (
-        f"SELECT user_identifier_type AS t, user_identifier AS u, sum({figure}) AS total,"
+        f"SELECT user_identifier_type AS t, user_identifier AS u, sum({column}) AS total,"
         f" max({chain_column}) AS chain FROM leaderboard_figures"
         " WHERE project_id = {project:String} AND side IN {sides:Array(String)}"
         f" AND {_currency_condition(currency_column, currency)} GROUP BY t, u HAVING total > 0"
@@ -159,14 +161,16 @@ class UserFigures:
 async def figures_of(
     warehouse: Warehouse, project_id: str, users: Sequence[User], currency: str | None = None
 ) -> UserFigures:
-    """The figures of `users` (a page's: at most 100) on each side; volume and revenue in `currency` only when given
-    (attributions and referred users whatever the currency)."""
+    """The figures of `users` (a page's: at most 100) on each side; volume and revenue of the amounts in `currency`
+    when given, else as counted in the project's volume currency (attributions and referred users whatever the
+    currency)."""
     if not users:
         return UserFigures({})
+    volume, revenue = ("volume", "revenue") if currency is not None else ("counted_volume", "counted_revenue")
     sql = (
         "SELECT side, user_identifier_type AS t, user_identifier AS u,"
-        f" toString(sumIf(volume, {_currency_condition('value_currency', currency)})) AS volume,"
-        f" toString(sumIf(revenue, {_currency_condition('revenue_currency', currency)})) AS revenue,"
+        f" toString(sumIf({volume}, {_currency_condition('value_currency', currency)})) AS volume,"
+        f" toString(sumIf({revenue}, {_currency_condition('revenue_currency', currency)})) AS revenue,"
         " toString(sum(attributions)) AS attributions,"
         " toString(toInt64(sum(referred_users)) - toInt64(sum(removed_users))) AS referred"
         " FROM leaderboard_figures WHERE project_id = {project:String} AND user_identifier IN {ids:Array(String)}"

@@ -136,6 +136,20 @@ Currency = Annotated[
 _UNION_TAGS = ("point", "token")
 
 
+class VolumeCurrency(_Strict):
+    """The currency volume and revenue figures count (API.md §6), named as events name their amounts' currency
+    (`args.value.currency`): by `name` ("USD"), or by `identifier` (a token's address). Case-insensitive."""
+
+    name: str | None = Field(None, min_length=1, max_length=64)
+    identifier: str | None = Field(None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _one_name(self) -> "VolumeCurrency":
+        if (self.name is None) == (self.identifier is None):
+            raise ValueError("volume_currency needs exactly one of name or identifier")
+        return self
+
+
 class Conversion(_Strict):
     event_name: str = Field(min_length=1, max_length=128)
     base: Base
@@ -190,6 +204,9 @@ class PayoutConfig(_Strict):
     conversions: list[Conversion] = []
     referral_reward: ReferralReward | None = None
     campaigns: list[Campaign] = []
+    # Volume and revenue figures never add two currencies (rewards.domain.figure_currency): they count the amounts in
+    # this one, and those naming none.
+    volume_currency: VolumeCurrency = VolumeCurrency(name="USD")
     # The on-chain contract that pays claim checks (API.md §7): the EIP-712 domain's verifyingContract and the signed
     # forms' project_address (rewards.domain.claim_signing). Kept lowercase; absent, forms name the zero address.
     claim_contract_address: ContractAddress | None = None

@@ -10,6 +10,7 @@ from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 
 MAX_LEVELS = 4
 POINT = "point"
+ZERO = Decimal(0)
 
 
 class PayoutKind(StrEnum):
@@ -71,12 +72,15 @@ class Volume:
     level: int  # where the affiliate stood in the converting user's referrer chain (1 = referred them)
     affiliate: User
     base: Decimal  # the conversion's base amount, in the unit of its conversion rule
+    # The base as the affiliate's volumes count it (API.md §4, in points): `base` when the rule pays points, 0 when it
+    # pays a token (that base is in the token: a volume that added it would add two currencies).
+    counted_base: Decimal
 
 
 def conversion_volumes(event: Conversion, config: PayoutConfig, referrer_chain: list[User]) -> list[Volume]:
     """The base amount of a conversion, counted once for each affiliate of the chain (API.md §4)."""
     rules = Rules(config)
-    return rules.volumes(rules.base(event), referrer_chain)
+    return rules.volumes(event, rules.base(event), referrer_chain)
 
 
 def code_use_payouts(config: PayoutConfig, owner: User, referred: User) -> list[Payout]:
@@ -121,7 +125,8 @@ class Rules:
     ) -> tuple[list[Payout], list[Volume]]:
         """conversion_payouts and conversion_volumes at once, the base amount computed once."""
         base = self.base(event)
-        return self.payouts(event, base, referrer_chain, l1_tier_id, rebate_rate), self.volumes(base, referrer_chain)
+        payouts = self.payouts(event, base, referrer_chain, l1_tier_id, rebate_rate)
+        return payouts, self.volumes(event, base, referrer_chain)
 
     def payouts(
         self,
@@ -152,12 +157,16 @@ class Rules:
                 _add_rounded(payouts, PayoutKind.CAMPAIGN_BONUS, "user", 0, event.user, campaign.bonus, POINT)
         return payouts
 
-    def volumes(self, base: Decimal | None, referrer_chain: list[User]) -> list[Volume]:
+    def volumes(self, event: Conversion, base: Decimal | None, referrer_chain: list[User]) -> list[Volume]:
+        """A volume for each affiliate of the chain when the conversion has a positive base (the portal counts its
+        conversions from them too)."""
         if base is None or base <= 0:
             return []
         if base >= PAYOUT_LIMIT:
             raise PayoutTooLarge(f"a base amount of {base} is not below the payout limit 10^48")
-        return [Volume(level, affiliate, base) for level, affiliate in enumerate(referrer_chain[:MAX_LEVELS], start=1)]
+        counted = base if self._rules[event.name].currency == POINT else ZERO
+        chain = referrer_chain[:MAX_LEVELS]
+        return [Volume(level, affiliate, base, counted) for level, affiliate in enumerate(chain, start=1)]
 
     def _tier(self, own_tier: str | None):
         """PayoutConfig.effective_tier: the referrer's own tier, else the default one."""

@@ -72,13 +72,15 @@ def key_list(
 
 @key_app.command("revoke")
 def key_revoke(
-    api_key: Annotated[str | None, typer.Argument(metavar="API_KEY", show_default=False)] = None,
+    # Hidden from the help's argument list (typer would show `API_KEY <str>`): the usage line and the text name it.
+    api_key: Annotated[str | None, typer.Argument(metavar="API_KEY", hidden=True)] = None,
     key_id: Annotated[
         str | None, typer.Option("--id", metavar="KEY_ID", help="Revoke by the key's id (`key list`), not the key")
     ] = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Revoke an API key, given itself or its id: requests with it answer 401 from now on (the project stays)."""
+    """Revoke an API key, given itself (the argument API_KEY) or its id (--id): requests with it answer 401 from now on
+    (the project stays)."""
     if (api_key is None) == (key_id is None):
         fail("pass either the API key or --id KEY_ID")
     if api_key is not None:

@@ -42,9 +42,16 @@ def project_list(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
 
 @project_app.command("delete")
 def project_delete(
-    project_id: Annotated[str, typer.Argument(metavar="PROJECT_ID")], data_dir: DataDir = DEFAULT_DATA_DIR
+    # The id as the first argument works too (the form before `--project`); hidden, so that help shows no `<str>`.
+    project_id: Annotated[str | None, typer.Argument(metavar="PROJECT_ID", hidden=True)] = None,
+    project: Annotated[str | None, typer.Option("--project", metavar="ID", help="The project to delete")] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
-    """Delete a project: requests with its keys answer 404 "Project not found" from now on (docs/api.md §0)."""
+    """Delete a project (--project ID, or the id as the argument): requests with its keys answer 404 "Project not
+    found" from now on (docs/api.md §0)."""
+    if (project_id is None) == (project is None):
+        fail("pass the project's id: --project ID")
+    project_id = project_id or project
     if not with_state(data_dir, lambda state: state.delete_project(project_id)):
         fail(f"project {project_id} not found")
     emit({"project_id": project_id, "deleted": True})
@@ -72,6 +79,10 @@ def project_config(
     async def put(state):
         if not await state.project_exists(project):
             return False
+        # Whether the project has conversions is the warehouse's to say, which the running server holds: a change of
+        # the volume currency goes through PUT /projects/config, which checks (docs/api.md §6).
+        if config.volume_currency != (await state.get_config(project)).volume_currency:
+            fail("volume_currency changes through PUT /projects/config only (it checks the project has no conversions)")
         await state.put_config(project, config)
         return True
 

@@ -44,6 +44,7 @@ class Conversion(Handler):
     def add(self, record: ConversionRecord, project: Project, writes: Writes, created: int) -> None:
         check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
         conversion = conversion_row(record)
+        conversion.update(rows.counted_columns(record.args, project.rules.config.volume_currency))
         user = User(record.user_identifier, record.user_identifier_type)
         code = project.codes.get(user, "")
         source = rows.PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms, code)

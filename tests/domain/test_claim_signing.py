@@ -2,10 +2,7 @@
 the typed data a contract recomputes, the signer recovered from a form, and keys that never show."""
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from cryptography.fernet import Fernet
@@ -18,6 +15,7 @@ from rewards.domain import claim_signing as cs
 from rewards.domain import sealing
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
 from rewards.domain.payouts import User
+from tests.support.cli import rewards
 
 KEY = "0x" + "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
 SIGNER = Account.from_key(KEY).address
@@ -145,12 +143,8 @@ def test_the_claim_contract_is_configuration():
         PayoutConfig.model_validate({"claim_contract_address": "0x1234"})
 
 
-def _cli(*args: str, data_dir, secrets_key: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "REWARDS_REDIS_URL", "REWARDS_SECRETS_KEY")}
-    if secrets_key is not None:
-        env["REWARDS_SECRETS_KEY"] = secrets_key
-    command = [sys.executable, "-m", "rewards", *args, "--data-dir", str(data_dir)]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+def _cli(*args: str, data_dir, secrets_key: str | None = None):
+    return rewards(*args, data_dir=data_dir, env=None if secrets_key is None else {"REWARDS_SECRETS_KEY": secrets_key})
 
 
 def test_the_command_line_sets_the_signer_from_a_file(tmp_path):

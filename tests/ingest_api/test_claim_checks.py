@@ -373,7 +373,8 @@ def test_the_signer_key_is_write_only(api):
     put = api.put("/projects/config", json={**config, "claim_signer_key": SIGNER_KEY})
     assert put.status_code == 200 and SIGNER_KEY[2:] not in put.text.lower()
     expected = {"tiers": [], "conversions": [], "campaigns": [], "claim_contract_address": CONTRACT,
-                "claim_signer_address": SIGNER.lower(), "verify_signatures": False}  # fmt: skip
+                "claim_signer_address": SIGNER.lower(), "verify_signatures": False,
+                "volume_currency": {"name": "USD"}}  # fmt: skip
     assert put.json() == expected
     shown = api.get("/projects/config")
     assert shown.json() == expected and SIGNER_KEY[2:] not in shown.text.lower()

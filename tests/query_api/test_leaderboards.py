@@ -3,8 +3,9 @@ both shapes: GET /payouts/leaderboard/{points,volume,revenue,referred-volume,pay
 
 One project per shape (module-scoped) where every figure is known in advance: A refers B and C, B refers D and F (F's
 referral is then removed), E is referred by nobody. Purchases pay points (with a value too large for a float), swaps
-pay USDC; the expected figures are computed here from what the events paid. Answers are read with exact decimals
-(`parse_float=Decimal`): a number that lost digits on the way fails."""
+pay USDC; the expected figures are computed here from what the events paid. Volumes and revenues count USD, the
+project's volume currency (C's buy in USDT and E's swap in USDC rank only under their `currency_address`). Answers
+are read with exact decimals (`parse_float=Decimal`): a number that lost digits on the way fails."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -135,7 +136,8 @@ def test_points_pages_filters_and_optional_fields(shop):
     [a] = exact(shop.get("/payouts/leaderboard/points", params={"user_identifier": A, "identifier_type": "evm_address",
                                                                   "fields": fields}))["results"]  # fmt: skip
     assert (a["affiliate_code"], a["tiers"]) == (shop.codes[A, B], {"base": "Base"})  # A's oldest code
-    assert (a["referred_volume"], a["referred_users"]) == (plus(200, BIG), 2)  # B's and C's buys (L1), D's (L2)
+    # B's buy (L1) and D's (L2), in USD, the volume currency; not C's, in USDT (docs/api.md §6)
+    assert (a["referred_volume"], a["referred_users"]) == (plus(100, BIG), 2)
     assert (a["enduser_volume"], a["enduser_revenue"]) == (0, 0)
     [c] = exact(shop.get("/payouts/leaderboard/points", params={**user(3), "fields": "enduser_revenue"}))["results"]
     assert c["enduser_revenue"] == 40 and "tiers" not in c and "affiliate_code" not in c
@@ -143,36 +145,38 @@ def test_points_pages_filters_and_optional_fields(shop):
 
 def test_volume_counts_own_and_referred_events_by_user_type(shop):
     own = exact(shop.get("/payouts/leaderboard/volume", params={"user_type": "end_user"}))
-    assert ranks(own, "total_amount") == [(1, D, str(BIG)), (2, B, "100"), (2, C, "100")]
+    assert ranks(own, "total_amount") == [(1, D, str(BIG)), (2, B, "100")]  # C's buy is in USDT
     assert own["results"][0]["chain_id"] is None and own["results"][0]["affiliate_code"] is None  # D owns no code
     referred = exact(shop.get("/payouts/leaderboard/volume", params={"user_type": "affiliate"}))
-    assert ranks(referred, "total_amount") == [(1, A, str(plus(200, BIG))), (2, B, str(BIG))]
+    assert ranks(referred, "total_amount") == [(1, A, str(plus(100, BIG))), (2, B, str(BIG))]
     assert referred["results"][1]["affiliate_code"] == shop.codes[B, D]  # B's oldest code
     both = exact(shop.get("/payouts/leaderboard/volume"))
     assert ranks(both, "total_amount") == [
-        (1, A, str(plus(200, BIG))), (2, B, str(plus(100, BIG))), (3, D, str(BIG)), (4, C, "100")
+        (1, A, str(plus(100, BIG))), (1, B, str(plus(100, BIG))), (3, D, str(BIG))
     ]  # fmt: skip
     # Only the value named in USDT (C's buy): C's own, and A's as C's referrer; the chain the events name.
     usdt = exact(shop.get("/payouts/leaderboard/volume", params={"currency_address": USDT.upper().replace("0X", "0x")}))
     assert ranks(usdt, "total_amount", "chain_id") == [(1, A, "100", "10"), (1, C, "100", "10")]
     mine = exact(
-        shop.get("/payouts/leaderboard/volume", params={"user_identifier": C, "identifier_type": "evm_address"})
+        shop.get("/payouts/leaderboard/volume", params={"user_identifier": D, "identifier_type": "evm_address"})
     )
-    assert ranks(mine, "total_amount") == [(4, C, "100")] and mine["total_results"] == 4
+    assert ranks(mine, "total_amount") == [(3, D, str(BIG))] and mine["total_results"] == 3
+    nothing = {"user_identifier": C, "identifier_type": "evm_address"}  # no volume in USD: no row
+    assert ranks(exact(shop.get("/payouts/leaderboard/volume", params=nothing))) == []
 
 
 def test_revenue_ranks_with_ties_and_optional_fields(shop):
     both = exact(shop.get("/payouts/leaderboard/revenue"))
-    assert ranks(both, "total_amount") == [(1, E, "100"), (2, A, "40"), (2, C, "40")]
+    assert ranks(both, "total_amount") == [(1, A, "40"), (1, C, "40")]  # E's revenue is in USDC
     assert all(set(row) >= {"affiliate_code", "user_identifier"} and "points" not in row for row in both["results"])
     fields = {"user_type": "end_user", "fields": "attributions,volume_usd,points"}
     own = exact(shop.get("/payouts/leaderboard/revenue", params=fields))
     assert ranks(own, "total_amount", "attributions", "volume_usd", "points") == [
-        (1, E, "100", 1, 0, 0), (2, C, "40", 2, 100, 20)
+        (1, C, "40", 2, 0, 20)
     ]  # fmt: skip
     as_referrer = exact(shop.get("/payouts/leaderboard/revenue", params={**fields, "user_type": "affiliate"}))
     assert ranks(as_referrer, "total_amount", "attributions", "volume_usd", "points") == [
-        (1, A, "40", 4, plus(200, BIG), plus(120, P2))
+        (1, A, "40", 4, plus(100, BIG), plus(120, P2))
     ]  # fmt: skip
     in_usdc = exact(shop.get("/payouts/leaderboard/revenue", params={"currency_address": USDC}))
     assert ranks(in_usdc, "total_amount") == [(1, E, "100")]
@@ -187,7 +191,7 @@ def test_referred_users_and_referred_volume(shop):
     assert volumes == {
         "project_id": shop.project_id,
         "referred_volumes": [
-            {"user_identifier": A, "referred_volume": plus(200, BIG)},
+            {"user_identifier": A, "referred_volume": plus(100, BIG)},
             {"user_identifier": B, "referred_volume": BIG},
             {"user_identifier": E, "referred_volume": 0},
         ],
@@ -224,7 +228,7 @@ def test_payouts_leaderboard_as_the_client_reads_it(shop):
     [a] = exact(shop.get("/payouts/leaderboard/payouts", params=fields))["results"]
     assert (a["rank"], a["referred_volume"], a["referred_users"], a["tiers"]) == (
         2,
-        plus(200, BIG),
+        plus(100, BIG),
         2,
         {"base": "Base"},
     )

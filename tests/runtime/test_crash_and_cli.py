@@ -9,9 +9,12 @@ import sys
 import threading
 
 import pytest
+from typer.testing import CliRunner
 
+from rewards.cli import app
 from rewards.domain.keys import split_key
 from tests.conftest import event, evm
+from tests.support.cli import rewards
 from tests.support.harness import Admin, Api, Server
 
 CONFIG = {
@@ -41,11 +44,6 @@ def test_sigkill_right_after_the_200_loses_nothing_and_pays_once(tmp_path):
             assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 0}
     finally:
         restarted.stop()
-
-
-def rewards(*args: str, data_dir) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "rewards", *args, "--data-dir", str(data_dir)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
 def test_cli_projects_keys_and_config(tmp_path, embedded_server):
@@ -87,8 +85,10 @@ def test_cli_projects_keys_and_config(tmp_path, embedded_server):
     assert rewards("key", "revoke", body["api_key"], data_dir=data).returncode != 0
     assert rewards("key", "create", "--project", "nope", data_dir=data).returncode != 0
     assert rewards("key", "create", "--project", project, "--scope", "admin", data_dir=data).returncode != 0
-    assert rewards("project", "delete", project, data_dir=data).returncode == 0
-    assert rewards("project", "delete", project, data_dir=data).returncode != 0
+    neither = rewards("project", "delete", data_dir=data)
+    assert neither.returncode == 1 and "--project ID" in neither.stderr
+    assert rewards("project", "delete", "--project", project, data_dir=data).returncode == 0
+    assert rewards("project", "delete", project, data_dir=data).returncode != 0  # the argument's form: gone already
 
 
 def test_a_malformed_json_config_is_reported_in_json_terms(tmp_path):
@@ -105,6 +105,13 @@ def test_a_malformed_json_config_is_reported_in_json_terms(tmp_path):
 def test_cli_help(args, tmp_path):
     result = subprocess.run([sys.executable, "-m", "rewards", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "Usage" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["project", "delete"], ["key", "revoke"], ["project", "config"], ["key", "create"]])
+def test_the_help_names_arguments_plainly(args, tmp_path):
+    """No typer-isms a reader must decode: `{PROJECT_ID}` for a required argument, `PROJECT_ID <str>` beside it."""
+    shown = CliRunner().invoke(app, [*args, "--help"], prog_name="rewards").stdout
+    assert shown.startswith("Usage: rewards ") and "{" not in shown and "<str>" not in shown, shown
 
 
 def test_cli_refuses_a_data_dir_that_does_not_exist_naming_it(tmp_path):

@@ -84,6 +84,7 @@ APPLIED_CHECKSUMS = {
     9: "ac56c334c296ea56ae7c33e4209c72beb16396921daf90a65a0dd83c011569ad",
     10: "ae4ae85ebadfa3de374e806f34d91f6b123479ee5f2f2beac12941385cb69c91",
     11: "158c86d43d17a4c5b986835a9e9894d9e31b74a34c784f4eddd27ed680b47d98",
+    12: "37061619c95673b570b25a5ba8b89311f05d4a1db3ab32c5e7e18ed5643905dc",
 }
 
 SHIPPED = len(schema.load_migrations())  # the package's migrations are 1 to SHIPPED
@@ -125,7 +126,8 @@ def test_versions_1_to_3_are_the_statements_of_before():
     assert [(m.version, m.name) for m in schema.load_migrations()] == [
         (1, "tables"), (2, "affiliates_claims"), (3, "dead_letters"), (4, "dedup_ids"),
         (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats"),
-        (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes"), (11, "affiliate_portal")]  # fmt: skip
+        (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes"), (11, "affiliate_portal"),
+        (12, "volume_currency")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 
@@ -406,6 +408,10 @@ FIGURES = {
 }
 
 
+# The figures of §4 volumes (migration 012 recounts them in points).
+VOLUMES = ("affiliate_stats", "daily", "listing")
+
+
 async def figures(warehouse, project: str) -> dict:
     return {name: await warehouse.query(sql, {"p": project}) for name, sql in FIGURES.items()}
 
@@ -489,7 +495,12 @@ async def test_an_install_made_before_migrations_is_adopted_then_upgraded(wareho
     assert run.summary() == {"version": AFTER, "adopted": [1, 2, 3], "applied": [*ALL[3:], NEXT, AFTER], "reverted": []}
     ran = " ".join(spy.commands)
     assert "CREATE TABLE IF NOT EXISTS payouts" not in ran and "point_totals_by_project" not in ran  # not re-run
-    assert await figures(warehouse, project) == before  # every total intact
+    after = await figures(warehouse, project)
+    assert {k: v for k, v in after.items() if k not in VOLUMES} == {k: v for k, v in before.items() if k not in VOLUMES}
+    # Migration 012 counts the §4 volumes in points: the swap's base (30 USDC) leaves Bob's r1 and Alice's r2, as the
+    # workers now write them.
+    fresh = await figures(warehouse, await populate(state, warehouse))
+    assert {k: after[k] for k in VOLUMES} == {k: fresh[k] for k in VOLUMES} != {k: before[k] for k in VOLUMES}
     assert await by_kind(warehouse, project) == await raw_by_kind(warehouse, project)  # the new view, backfilled
     assert len(await by_kind(warehouse, project)) >= 3
     rows = await warehouse.query(
@@ -590,7 +601,7 @@ PORTAL_FIGURES = {
 async def test_the_affiliate_portal_backfill_makes_what_its_views_make(warehouse, state):
     await migrations.migrate(warehouse, target=10)
     before = await populate(state, warehouse)  # written before migration 11: its backfill reads it
-    assert (await migrations.migrate(warehouse)).summary()["applied"] == [11]
+    assert (await migrations.migrate(warehouse, target=11)).summary()["applied"] == [11]
     after = await populate(state, warehouse)  # written after: its views make the rows
     for name, sql in PORTAL_FIGURES.items():
         backfilled = await warehouse.query(sql, {"p": before})

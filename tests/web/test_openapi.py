@@ -52,7 +52,7 @@ PROJECT_CHECKED = {("get", "/payouts"), ("get", "/payouts/movements")}
 CONFLICTING = {
     ("post", "/events/batch"), ("post", "/events"), ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
-    ("post", "/affiliates/{user_identifier}"),
+    ("post", "/affiliates/{user_identifier}"), ("put", "/projects/config"),
 }  # fmt: skip
 OPERATIONS = sorted(
     (method, path.removeprefix("/api/v1"), operation)

@@ -294,21 +294,31 @@
   async function showAffiliate(section, id) {
     const { type, identifier } = splitId(id);
     $("#affiliate-id").textContent = id;
-    const [info, row, tree, breakdown] = await Promise.all([
+    const [info, row, tree, breakdown, config] = await Promise.all([
       api(`/affiliates/${encodeURIComponent(identifier)}`, { identifier_type: type }),
       listingRow(id, identifier),
       api("/affiliate-portal/referral-tree", { user_identifier: identifier }),
       api("/affiliate-portal/stats-breakdown", { user_identifier: identifier, group_by: "day", date_range: "30d" }),
+      api("/projects/config"),
     ]);
     for (const answer of [info, tree, breakdown, row]) {
       if (answer && answer.status === 401) return problem(section, answer);
     }
     clearProblem(section);
     if (row && row.status === 403) problem(section, row);
+    showVolumeCurrency(config);
     showFigures(row && row.id ? row : null);
     showCodes(info);
     showTree(tree);
     showBreakdown(breakdown);
+  }
+
+  // The referral tree's and the breakdown's volumes and revenues are in the project's volume currency (docs/api.md §6);
+  // the listing's volumes in points.
+  function showVolumeCurrency(config) {
+    const currency = config && config.ok && config.body.volume_currency;
+    const name = currency ? currency.name || shortText(currency.identifier, 10) : "";
+    for (const element of document.querySelectorAll(".volume-currency")) element.textContent = name ? `in ${name}` : "";
   }
 
   function showFigures(row) {

@@ -47,10 +47,13 @@ demo: $(STAMP)
 # on two shards, which would take make test past 13 of CI's 15 minutes.
 QUICK_CLUSTER_TESTS := tests/contract tests/adapters/test_key_cache.py tests/adapters/test_redis_cluster.py \
 	tests/adapters/test_clickhouse_shards.py
+# The single-node suite runs in TEST_WORKERS processes (pytest-xdist), a test module whole in one of them (its
+# module-scoped servers stay its own); each process starts its own engines. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: $(DEV_STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(PY) -m pytest -q -m cluster $(QUICK_CLUSTER_TESTS)
 
 test-cluster: $(DEV_STAMP)

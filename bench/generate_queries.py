@@ -118,7 +118,7 @@ def check_columns() -> None:
 def _worker_payout_columns() -> list[str]:
     source = PayoutSource("p", "s", "conversion", 0)
     payout = Payout("end_user_reward", "user", 0, User("0x" + "0" * 40, "evm_address"), Decimal(1), "point")
-    return list(payout_rows(source, [payout], 0)[0])
+    return list(payout_rows(source, [(0, payout)], 0)[0])
 
 
 ROWS_PER_CHECK = 2.2

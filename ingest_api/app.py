@@ -1,10 +1,20 @@
-"""The ingest edge: events, referral codes, project configuration, affiliate registration, claim check changes."""
+"""The ingest edge: events, referral codes, project configuration and blocklist, affiliate registration, claim check
+changes."""
 
 from ingest_api.affiliates.router import router as affiliates_router
+from ingest_api.blocklist.router import router as blocklist_router
 from ingest_api.claim_checks.router import router as claim_checks_router
 from ingest_api.events.router import router as events_router
 from ingest_api.projects.router import router as projects_router
 from ingest_api.referral_codes.router import router as referral_codes_router
 from ingest_api.referral_codes.router import user_router
 
-ROUTERS = [events_router, referral_codes_router, projects_router, affiliates_router, claim_checks_router, user_router]
+ROUTERS = [
+    events_router,
+    referral_codes_router,
+    projects_router,
+    blocklist_router,
+    affiliates_router,
+    claim_checks_router,
+    user_router,
+]

@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore.
+  TrackingStore, IntegrityStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -263,7 +263,33 @@ class TrackingStore(Protocol):
         """The user the tracking id is bound to, None if none (or that binding has expired)."""
 
 
-class StateStore(ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, Protocol):
+@dataclass(frozen=True)
+class BlockedUser:
+    user: User
+    reason: str | None
+    created_ms: int
+
+
+class IntegrityStore(Protocol):
+    """A project's blocklist (API.md §8): read by the workers for every delivery, so a change applies to everything
+    processed after it."""
+
+    async def block_user(self, project_id: str, user: User, reason: str | None) -> BlockedUser:
+        """Put `user` on the blocklist (again: its reason replaced, its time kept)."""
+
+    async def unblock_user(self, project_id: str, user: User) -> bool:
+        """Take `user` off the blocklist; False if it was not on it."""
+
+    async def blocklist_page(self, project_id: str, offset: int, limit: int) -> tuple[list[BlockedUser], int]:
+        """A page of the blocklist, the latest blocked first, and how many it holds."""
+
+    async def blocklisted_among(self, project_id: str, users: Sequence[User]) -> set[User]:
+        """Those of `users` on the blocklist."""
+
+
+class StateStore(
+    ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, Protocol
+):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""
 
     async def ping(self) -> None: ...

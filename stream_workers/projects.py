@@ -24,6 +24,8 @@ async def projects_of(records: list, state: StateStore, warehouse: Warehouse) ->
         project = projects[project_id] = Project(rules)
         for handler in HANDLERS.values():
             await handler.plan(project_id, project, own[project_id].get(handler, []), state, warehouse)
+        if project.screened:
+            project.blocklisted = await state.blocklisted_among(project_id, list(project.screened))
     return projects
 
 

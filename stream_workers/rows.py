@@ -13,6 +13,7 @@ from rewards.domain import claim_checks
 from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.figure_currency import counted
+from rewards.domain.integrity import Rejection
 from rewards.domain.payout_config import TokenCurrency, VolumeCurrency
 from rewards.domain.payouts import Payout, Volume
 from schemas.clickhouse.values import ch_datetime
@@ -66,8 +67,12 @@ def payout_id(source: PayoutSource, index: int | str) -> str:
     return f"{source.source_type}:{source.source_id}:{index}"
 
 
-def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int) -> list[dict]:
-    if not payouts:
+def payout_rows(
+    source: PayoutSource, numbered: list[tuple[int, Payout]], created_at_ms: int, reasons: list[str] | None = None
+) -> list[dict]:
+    """The rows of a source's payouts, each with its index among all the source's payouts (its id: payout_id), and,
+    for rejected payouts (`reasons`: each one's), its reason."""
+    if not numbered:
         return []
     # What the rows of one source share, built once (a hot path: several payouts per event).
     shared = {
@@ -79,7 +84,7 @@ def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int)
         "code": source.code,
     }
     prefix = payout_id(source, "")
-    return [
+    found = [
         {
             **shared,
             "payout_id": f"{prefix}{index}",
@@ -91,22 +96,43 @@ def payout_rows(source: PayoutSource, payouts: list[Payout], created_at_ms: int)
             "amount": format_amount(payout.amount),
             **_currency_columns(payout.currency),
         }
-        for index, payout in enumerate(payouts)
+        for index, payout in numbered
     ]
+    for row, reason in zip(found, reasons or (), strict=False):
+        row["reason"] = reason
+    return found
 
 
-def payouts_and_checks(
-    source: PayoutSource, payouts: list[Payout], created_at_ms: int
-) -> tuple[list[dict], list[tuple[ClaimCheck, dict]]]:
-    """The payouts' rows, and a claim check (with its row) for each payout in an on-chain currency."""
+@dataclass
+class SourceRows:
+    """A source's payouts as rows: those paid, the claim checks (with their rows) the paid ones in an on-chain currency
+    open, and those rejected (API.md §8), each with its reason."""
+
+    paid: list[dict]
+    checks: list[tuple[ClaimCheck, dict]]
+    rejected: list[dict]
+
+
+def source_rows(
+    source: PayoutSource, payouts: list[Payout], created_at_ms: int, verdicts: list[Rejection | None] | None = None
+) -> SourceRows:
+    """`payouts` of one source as rows; `verdicts`: each payout's rejection (rewards.domain.integrity.screen), or
+    None when it is paid (no verdicts: every payout is). A payout keeps its index among all the source's payouts
+    (its id), whether paid or rejected."""
+    if verdicts is None or not any(verdicts):
+        paid, rejected = list(enumerate(payouts)), []
+    else:
+        paid = [(i, p) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is None]
+        rejected = [(i, p, v) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is not None]
     checks = []
-    for index, payout in enumerate(payouts):
+    for index, payout in paid:
         if isinstance(payout.currency, TokenCurrency):
             check = claim_checks.opened(
                 source.project_id, payout_id(source, index), source.source_id, payout, source.happened_at_ms
             )
             checks.append((check, claim_check_row(source.project_id, check)))
-    return payout_rows(source, payouts, created_at_ms), checks
+    rejected_rows = payout_rows(source, [(i, p) for i, p, _ in rejected], created_at_ms, [v for _, _, v in rejected])
+    return SourceRows(payout_rows(source, paid, created_at_ms), checks, rejected_rows)
 
 
 _POINT_COLUMNS = {"currency": "point", "currency_chain_id": 0, "currency_name": "", "currency_decimals": 0}

@@ -4,6 +4,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from rewards.domain.claim_checks import ClaimCheck
+from stream_workers.rows import SourceRows
 
 
 @dataclass
@@ -14,10 +15,12 @@ class Writes:
     new_checks: dict[str, list[ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
 
-    def add_payouts(self, project_id: str, payout_rows: list[dict], checks: list[tuple[ClaimCheck, dict]]) -> None:
-        """A record's payouts, and the claim checks (with their rows) of those in an on-chain currency."""
-        self.rows["payouts"] += payout_rows
-        self.payouts += len(payout_rows)
-        for check, check_row in checks:
+    def add_payouts(self, project_id: str, source: SourceRows) -> None:
+        """A record's payouts: those paid, the claim checks (with their rows) of those in an on-chain currency, and
+        those rejected."""
+        self.rows["payouts"] += source.paid
+        self.rows["rejected_payouts"] += source.rejected
+        self.payouts += len(source.paid)
+        for check, check_row in source.checks:
             self.rows["claim_checks"].append(check_row)
             self.new_checks[project_id].append(check)

@@ -117,6 +117,7 @@ async def update_code(
 USE_RESPONSES = {
     **success(CodeRecordAnswer, "The code after the use"),
     400: {"description": "The owner using their own code, or a use that would make a referral cycle"},
+    403: {"description": "User is blocklisted: the user or the code's owner (API.md §8)"},
     **CODE_NOT_FOUND,
     409: {"description": "Conflict: the user is already referred"},
     422: {"description": "Unprocessable Entity: the code is unavailable (its max_uses is reached)"},

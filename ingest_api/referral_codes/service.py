@@ -12,6 +12,7 @@ from prometheus_client import Counter
 
 from ingest_api.signatures import check_signed
 from rewards.domain import signatures
+from rewards.domain.integrity import UserBlocklisted
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
 from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
@@ -60,6 +61,9 @@ async def use_code(state: StateStore, log: EventLog, project_id: str, code: str,
     verifying signatures, `proof` must hold the user's signature of using_code_message."""
     expected = signatures.using_code_message(project_id, code)
     await check_signed(state, project_id, (user,), expected, proof.get("signature"), proof.get("signature_message"))
+    owner = (await get_code(state, project_id, code)).owner
+    if await state.blocklisted_among(project_id, [user, owner]):
+        raise UserBlocklisted()  # API.md §8: after the code's 404, before everything else a use checks
     async with state.use_code(project_id, code, user, proof) as used:
         await log.publish(project_id, used.payload)
     record, _ = used.value

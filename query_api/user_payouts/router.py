@@ -75,7 +75,8 @@ async def movements(
     to_date: str | None = Query(None, description="Optional, inclusive; a date alone takes in its whole day"),
 ):
     """The user's payouts one row each, newest first; `payout_status` is `paid` for points and the claim check's
-    status (`open`, `closed`, `claimed`) for tokens."""
+    status (`open`, `closed`, `claimed`) for tokens, or `rejected` for a payout the rules refused (API.md §8), its
+    reason in `payout_status_details`."""
     window = _window(("from_date", "to_date"), from_date, to_date)
     page = query.page
     rows, total = await service.movements(
@@ -92,7 +93,8 @@ async def movements(
             # the state store's ports read no project name (docs/client.md, "Payout history")
             "project_name": query.project_id,
             "payout_status": row.status,
-            "payout_status_details": None,
+            "payout_status_details": row.rejection,
+            "id": row.payout_id,
         }
         for row in rows
     ]

@@ -125,10 +125,17 @@ class Movement(Answer):
     conversion_name: str = text("The same", "purchase")
     total_amount: str = decimal_text("The payout (a token's raw units)", "20")
     project_name: str = text("The project's id", PROJECT_ID)
-    payout_status: Literal["paid", "open", "closed", "claimed"] = text(
-        "`paid` for points; the claim check's status for a token", "paid"
+    payout_status: Literal["paid", "open", "closed", "claimed", "rejected"] = text(
+        "`paid` for points; the claim check's status for a token; `rejected` for a payout the rules refused", "paid"
     )
-    payout_status_details: None = text("Always null", None)
+    payout_status_details: (
+        Literal["blocklisted", "self_referral", "cap_exceeded", "budget_exhausted", "rejected_by_operator"] | None
+    ) = text("Why a rejected payout was refused (API.md §8); null otherwise", None)
+    id: str = text(
+        "The payout's id (a rejected payout's ends in `:rejected`: a cap splits a payout into a paid part and a "
+        "rejected rest under one id)",
+        "conversion:order-1042:0",
+    )
 
 
 class PayoutPage(Answer):

@@ -19,6 +19,10 @@ from schemas.clickhouse.values import ch_datetime
 
 POINT = "point"
 PAID = "paid"  # the status of every payout in points (a token payout's is its claim check's)
+REJECTED = "rejected"  # a payout the rules refused (API.md §8): its reason is the movement's payout_status_details
+# A rejected payout's id: its payout's, marked (a cap splits one payout into a paid part and a rejected rest, the two
+# rows of one payout_id).
+REJECTED_PART = ":rejected"
 DT = "DateTime64(3, 'UTC')"
 # Earned as a referrer: commissions (the affiliate's share when a rebate splits one) and the code owner's referral
 # reward; `user` payouts (end-user rewards, campaign bonuses, rebates, the referred user's referral reward) are not.
@@ -79,7 +83,7 @@ async def by_conversion(
     sql = (
         f"SELECT conversion_name, role = '{REFERRER_ROLE}' AS is_referrer, currency, currency_chain_id,"
         f" toString(sum(amount)) AS amount_text, count() OVER () AS total_count"
-        f" FROM recipient_payouts WHERE {where}"
+        f" FROM recipient_payouts WHERE {where} AND rejection = ''"
         f" GROUP BY conversion_name, is_referrer, currency, currency_chain_id"
         f" ORDER BY conversion_name, is_referrer DESC, currency, currency_chain_id"
     )
@@ -92,12 +96,14 @@ async def by_conversion(
 
 @dataclass(frozen=True)
 class Movement:
+    payout_id: str
     happened_ms: int
     is_referrer: bool
     conversion: str
     currency: Currency
     amount: Decimal
-    status: str  # `paid` for points; the claim check's status for a token
+    status: str  # `paid` for points; the claim check's status for a token; `rejected` (API.md §8)
+    rejection: str | None = None  # why it was rejected (rewards.domain.integrity.Rejection)
 
 
 async def movements(
@@ -108,20 +114,29 @@ async def movements(
     sql = (
         f"SELECT payout_id, toUnixTimestamp64Milli(happened_at) AS happened_ms,"
         f" role = '{REFERRER_ROLE}' AS is_referrer, conversion_name, currency, currency_chain_id,"
-        f" toString(amount) AS amount_text, count() OVER () AS total_count"
-        f" FROM recipient_payouts WHERE {where} ORDER BY happened_at DESC, payout_id DESC"
+        f" toString(amount) AS amount_text, rejection, count() OVER () AS total_count"
+        f" FROM recipient_payouts WHERE {where} ORDER BY happened_at DESC, payout_id DESC, rejection"
     )
     rows, total = await counted_page(warehouse, sql, params, offset, limit)
-    check_ids = {row["payout_id"]: check_id(project_id, row["payout_id"]) for row in rows} if onchain else {}
+    paid_tokens = [row["payout_id"] for row in rows if onchain and not row["rejection"]]
+    check_ids = {payout: check_id(project_id, payout) for payout in paid_tokens}
     statuses = await _check_statuses(warehouse, project_id, user, list(check_ids.values()))
+
+    def status(row: dict) -> str:
+        if row["rejection"]:
+            return REJECTED
+        return statuses.get(check_ids[row["payout_id"]], OPEN) if onchain else PAID
+
     return [
         Movement(
+            payout_id=r["payout_id"] + (REJECTED_PART if r["rejection"] else ""),
             happened_ms=int(r["happened_ms"]),
             is_referrer=bool(r["is_referrer"]),
             conversion=r["conversion_name"],
             currency=_currency(r),
             amount=Decimal(r["amount_text"]),
-            status=statuses.get(check_ids[r["payout_id"]], OPEN) if onchain else PAID,
+            status=status(r),
+            rejection=r["rejection"] or None,
         )
         for r in rows
     ], total

@@ -9,6 +9,7 @@ class ErrorKind(Enum):
     NOT_FOUND = "not_found"  # what it names does not exist (or is not the caller's)
     CONFLICT = "conflict"  # it clashes with what is already there (already referred, a check already claimed)
     EXHAUSTED = "exhausted"  # what it would use is used up (a code at its maximum number of uses)
+    REFUSED = "refused"  # the rules refuse it to whoever asks (a blocklisted user's code use)
 
 
 class DomainError(Exception):

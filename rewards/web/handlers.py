@@ -38,6 +38,7 @@ DOMAIN_ERROR_STATUS = {
     ErrorKind.NOT_FOUND: 404,
     ErrorKind.CONFLICT: 409,
     ErrorKind.EXHAUSTED: 422,
+    ErrorKind.REFUSED: 403,
 }
 
 

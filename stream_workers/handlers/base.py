@@ -35,6 +35,10 @@ class Project:
     rebates: dict[str, Decimal] = field(default_factory=dict)  # the rebate rates of those codes that have one
     # The code uses' (handlers/code_use.py), which a referral removed changes too:
     referrals: Referrals = field(default_factory=Referrals)
+    # API.md §8, for both: the users whose payouts the delivery computes (each handler's plan adds its own), and
+    # those of them on the blocklist (read once they are all known: stream_workers.projects).
+    screened: set[User] = field(default_factory=set)
+    blocklisted: set[User] = field(default_factory=set)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections import defaultdict
 import structlog
 
 from rewards.adapters import dedup_archive
+from rewards.domain import integrity
 from rewards.domain import payouts as engine
 from rewards.domain.payouts import User
 from rewards.ports import StateStore, Warehouse
@@ -39,18 +40,24 @@ class CodeUse(Handler):
         self, project_id: str, project: Project, records: list, state: StateStore, warehouse: Warehouse
     ) -> None:
         project.referrals = await _referrals_of(warehouse, project_id, records)
+        for record in records:
+            project.screened.add(User(record.owner_identifier, record.owner_identifier_type))
+            project.screened.add(User(record.user_identifier, record.user_identifier_type))
 
     def add(self, record: CodeUseRecord, project: Project, writes: Writes, created: int) -> None:
         owner = User(record.owner_identifier, record.owner_identifier_type)
         referred = User(record.user_identifier, record.user_identifier_type)
         source = rows.PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms, record.code)
         payouts = engine.code_use_payouts(project.rules.config, owner, referred)
-        payout_rows, checks = rows.payouts_and_checks(source, payouts, created)
+        # The edge refuses uses by or of a blocklisted user (403); one blocked since is refused here (API.md §8).
+        same = {owner} if integrity.same_by_email(owner, referred) else set()
+        verdicts = integrity.screen(payouts, referred, project.blocklisted, same) if payouts else None
+        payout_rows = rows.source_rows(source, payouts, created, verdicts)
         referral = referral_row(record)
         written = self.written_row(record)
         _count_use(record, referred, project.referrals)  # last: it counts the use in
         writes.rows["referrals"].append(referral)
-        writes.add_payouts(record.project_id, payout_rows, checks)
+        writes.add_payouts(record.project_id, payout_rows)
         writes.rows["dedup_ids"].append(written)
 
     def set_aside(self, record: CodeUseRecord, writes: Writes) -> None:

@@ -2,7 +2,9 @@
 configuration (the payout engine, rewards/domain/payouts.py), and counts in its referrers' volumes."""
 
 from rewards.adapters import dedup_archive
+from rewards.domain import integrity
 from rewards.domain import payouts as engine
+from rewards.domain.integrity import Rejection
 from rewards.domain.limits import check_time_ms
 from rewards.domain.payouts import User
 from rewards.ports import StateStore, Warehouse
@@ -40,6 +42,8 @@ class Conversion(Handler):
         codes = {user: referral.code for user, referral in referred.items()}
         project.rebates = await state.rebate_rates(project_id, list(dict.fromkeys(codes.values())))
         project.chains, project.tiers, project.codes = chains, {u: a.tier for u, a in affiliates.items()}, codes
+        project.screened.update(paying)
+        project.screened.update(referrer for chain in chains.values() for referrer in chain)
 
     def add(self, record: ConversionRecord, project: Project, writes: Writes, created: int) -> None:
         check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
@@ -49,12 +53,13 @@ class Conversion(Handler):
         code = project.codes.get(user, "")
         source = rows.PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms, code)
         payouts, volumes = _effects(record, user, project)
-        payout_rows, checks = rows.payouts_and_checks(source, payouts, created)
+        verdicts = _verdicts(payouts, user, project)
+        payout_rows = rows.source_rows(source, payouts, created, verdicts)
         volume_rows = rows.volume_rows(source, volumes)
         written = self.written_row(record)
         writes.rows["conversions"].append(conversion)
         writes.processed[record.project_id].append(record.dedup_id)
-        writes.add_payouts(record.project_id, payout_rows, checks)
+        writes.add_payouts(record.project_id, payout_rows)
         writes.rows["affiliate_volumes"] += volume_rows
         writes.rows["dedup_ids"].append(written)
 
@@ -71,3 +76,16 @@ def _effects(record: ConversionRecord, user: User, project: Project) -> tuple[li
     rebate = project.rebates.get(project.codes[user]) if chain and user in project.codes else None
     conversion = engine.Conversion(record.name, user, record.timestamp_ms, record.args)
     return project.rules.effects(conversion, chain, l1_tier, rebate)
+
+
+def _verdicts(payouts: list[engine.Payout], user: User, project: Project) -> list[Rejection | None] | None:
+    """What the integrity rules refuse of a conversion's payouts (API.md §8); None: nothing to screen."""
+    if not payouts:
+        return None
+    same = _self_referred(user, project)
+    return integrity.screen(payouts, user, project.blocklisted, same) if project.blocklisted or same else None
+
+
+def _self_referred(user: User, project: Project) -> set[User]:
+    """The referrers of the user's chain that are the user itself by what the service can see (API.md §8)."""
+    return {referrer for referrer in project.chains.get(user, ()) if integrity.same_by_email(user, referrer)}

@@ -209,6 +209,11 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert await store.bind_user(project, "track-1", user(4), 60) == code
         assert await store.tracked_user(project, "track-1") == user(4)
 
+        await store.block_user(project, user(8), "slots")  # the blocklist (IntegrityStore)
+        assert (await store.blocklist_page(project, 0, 10))[1] == 1
+        assert await store.blocklisted_among(project, [user(8), user(9)]) == {user(8)}
+        assert await store.unblock_user(project, user(8)) is True
+
         await store.bound_unexpiring_keys()
         assert await store.key_count() > 0
         assert await relay.run_once() == 1 and len(published.messages) == 1  # the entry made due

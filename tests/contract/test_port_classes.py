@@ -7,6 +7,7 @@ from rewards.adapters.embedded import sqlite_state
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
+from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
 from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
 from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
 from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
@@ -14,18 +15,27 @@ from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
 from rewards.adapters.production.redis_state.ingest import RedisIngestStore
+from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
 from rewards.adapters.production.redis_state.projects import RedisProjectStore
 from rewards.adapters.production.redis_state.referrals import RedisReferralStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
-from rewards.ports import AffiliateStore, ClaimCheckStore, IngestStore, ProjectStore, ReferralStore, TrackingStore
+from rewards.ports import (
+    AffiliateStore,
+    ClaimCheckStore,
+    IngestStore,
+    IntegrityStore,
+    ProjectStore,
+    ReferralStore,
+    TrackingStore,
+)
 from tests.contract.support import assert_implements
 
-PORTS = [ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore]
+PORTS = [ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore]
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
-                                    SqliteClaimCheckStore, SqliteTrackingStore],
+                                    SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
-                                  RedisClaimCheckStore, RedisTrackingStore],
+                                  RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore],
 }  # fmt: skip
 
 

@@ -109,7 +109,7 @@ def test_payout_rows_are_the_plain_rows():
          "currency_name": "USDC", "currency_decimals": 6, "happened_at": "2026-09-21 14:13:20.005",
          "created_at": "2026-09-21 14:13:20.999", "code": "ALICE"},
     ]  # fmt: skip
-    assert rows.payout_rows(source, paid, created) == expected
+    assert rows.payout_rows(source, list(enumerate(paid)), created) == expected
     assert rows.payout_rows(source, [], created) == []
 
 

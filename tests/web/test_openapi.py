@@ -28,6 +28,7 @@ WRITES = {
     ("patch", "/referral_codes/{code}/use"), ("put", "/projects/config"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
+    ("put", "/projects/blocklist/{user_identifier}"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -35,8 +36,11 @@ SCOPED = {
     ("post", "/affiliates"), ("get", "/affiliates"), ("post", "/claim-checks/close"),
     ("post", "/claim-checks/claims"), ("get", "/claim-checks/rewards-payouts"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
-    ("delete", "/referral_codes/{code}/referrals"),
+    ("delete", "/referral_codes/{code}/referrals"), ("put", "/projects/blocklist/{user_identifier}"),
+    ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"),
 }  # fmt: skip
+# 403 for what the rules refuse (API.md §8: a code use by or of a blocklisted user)
+REFUSED = {("patch", "/referral_codes/{code}/use")}
 LIMITED = {
     ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
     ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"),
@@ -204,7 +208,7 @@ def test_each_operation_documents_its_statuses_with_the_error_body(method, path,
     expected = {401, 404}
     expected |= {400} if operation.get("parameters") or key in WRITES else set()
     expected |= {414} if operation.get("parameters") else set()  # a request line past 64 KiB (rewards.web.protocol)
-    expected |= {403} if key in SCOPED | PROJECT_CHECKED else set()
+    expected |= {403} if key in SCOPED | PROJECT_CHECKED | REFUSED else set()
     expected |= {413, 415} if key in WRITES else set()
     expected |= {429} if key in LIMITED else set()
     expected |= {503} if key in PUBLISHING else set()
@@ -228,7 +232,8 @@ def test_each_write_documents_its_json_body(method, path):
     schema = body["content"]["application/json"]["schema"]
     shapes = schema.get("anyOf", [schema])  # POST /events: a §3 event or a tracking event (API.md §7)
     assert all(shape.get("properties") or shape.get("$ref") for shape in shapes), schema
-    optional = {("post", "/referral_codes"), ("patch", "/referral_codes/{code}/use"), ("post", "/claim-checks/claim")}
+    optional = {("post", "/referral_codes"), ("patch", "/referral_codes/{code}/use"), ("post", "/claim-checks/claim"),
+                ("put", "/projects/blocklist/{user_identifier}")}  # fmt: skip
     assert body["required"] is ((method, path) not in optional)
 
 

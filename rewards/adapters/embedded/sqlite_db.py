@@ -68,6 +68,11 @@ CREATE TABLE IF NOT EXISTS tracking (
     project_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     expires_ms INTEGER NOT NULL, PRIMARY KEY (project_id, kind, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tracking_by_expiry ON tracking (expires_ms);
+-- A project's blocklist (API.md §8).
+CREATE TABLE IF NOT EXISTS blocklist (
+    project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, reason TEXT,
+    created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, user_type, user_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS blocklist_by_time ON blocklist (project_id, created_ms);
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

@@ -40,6 +40,8 @@ checks that every command the store sends keeps to one slot.)
                                                  attribution window from the last pageview naming it)
     rw:{p}:track_user:<tracking_id>      string  the tracking id's user, <user> (TTL: the attribution window from
                                                  its last connect_wallet)
+    rw:{p}:blocklist                     hash    <user> → the reason it was blocked (JSON: a text or null) (API.md §8)
+    rw:{p}:blocklist_by_time             zset    <user> → when it was blocked (ms): the blocklist's pages
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
@@ -138,6 +140,12 @@ class ProjectKeys:
 
     def affiliate_codes(self) -> str:
         return self._key("affiliate_codes")
+
+    def blocklist(self) -> str:
+        return self._key("blocklist")
+
+    def blocklist_by_time(self) -> str:
+        return self._key("blocklist_by_time")
 
     def referral_removals(self) -> str:
         return self._key("referral_removals")

@@ -85,6 +85,9 @@ class Scripts:
     remove_referral: AsyncScript
     undo_remove_referral: AsyncScript
     referral_removal_published: AsyncScript
+    block_user: AsyncScript
+    unblock_user: AsyncScript
+    blocklist_page: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

@@ -262,6 +262,10 @@ class TrackingStore(Protocol):
     async def tracked_user(self, project_id: str, tracking_id: str) -> User | None:
         """The user the tracking id is bound to, None if none (or that binding has expired)."""
 
+    async def tracking_ids_of(self, project_id: str, users: Sequence[User]) -> dict[User, set[str]]:
+        """Every tracking id each user was bound to whose binding has not expired (a later user replacing it on the
+        tracking id leaves it among the first user's): users with none are left out."""
+
 
 @dataclass(frozen=True)
 class BlockedUser:

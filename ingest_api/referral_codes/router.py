@@ -87,6 +87,7 @@ async def referral_status(
         "referrer_identifier": referral.referrer.identifier,
         "referrer_identifier_type": referral.referrer.identifier_type,
         "referred_at": format_timestamp(referral.referred_at_ms),
+        "flagged": await service.self_referred(state, principal.project_id, user),
     }
 
 

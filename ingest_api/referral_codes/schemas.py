@@ -141,6 +141,12 @@ class ReferralStatusAnswer(Answer):
     referrer_identifier: str = text("Its referrer", ALICE, default=None)
     referrer_identifier_type: IdentifierType = text("Its referrer's identifier type", "evm_address", default=None)
     referred_at: str = timestamp("When it was referred", default=None)
+    flagged: bool = text(
+        "Whether the user is one of its referrers, at any level, by what the service can see (the same mailbox, a "
+        "browser bound to both): those referrers earn nothing from it (API.md §8)",
+        False,
+        default=None,
+    )
 
 
 class ReferralRemovedAnswer(Answer):

@@ -11,9 +11,9 @@ import structlog
 from prometheus_client import Counter
 
 from ingest_api.signatures import check_signed
-from rewards.domain import signatures
+from rewards.domain import integrity, signatures
 from rewards.domain.integrity import UserBlocklisted
-from rewards.domain.payouts import User
+from rewards.domain.payouts import MAX_LEVELS, User
 from rewards.domain.referrals import CodeNotFound, CodeRecord, code_figures_json
 from rewards.ports import CodeFigures, CodeTrafficFigures, EventLog, Referral, ReferralStore, StateStore
 
@@ -43,6 +43,16 @@ async def list_codes(
 
 async def referral_of(state: ReferralStore, project_id: str, user: User) -> Referral | None:
     return await state.referral_of(project_id, user)
+
+
+async def self_referred(state: StateStore, project_id: str, user: User) -> bool:
+    """Whether the user is one of its referrers, at any level, by what the service can see (API.md §8): such a
+    referral is flagged, and those referrers earn nothing from the user."""
+    chain = (await state.referrer_chains(project_id, [user], MAX_LEVELS)).get(user, [])
+    if not chain:
+        return False
+    tracking = await state.tracking_ids_of(project_id, [user, *chain])
+    return bool(integrity.self_referrers(user, chain, tracking))
 
 
 async def get_code(state: ReferralStore, project_id: str, code: str) -> CodeRecord:

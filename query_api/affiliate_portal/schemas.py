@@ -144,6 +144,11 @@ class ReferralTreeNodeResponse(Answer):
     traders: int = text("Users of its subtree with a conversion counted for the tree's root", 1)
     total_volume: float = exact_number("The subtree's volume", 200)
     total_revenue: float = exact_number("The subtree's revenue", 12.5)
+    flagged: bool = text(
+        "Whether the user is one of the referrers above it (the same mailbox, a browser bound to both): they earn "
+        "nothing from it (API.md §8); false for the tree's root",
+        False,
+    )
     children: list["ReferralTreeNodeResponse"] = Field(description="The users it referred, older referrals first")
 
 
@@ -165,6 +170,7 @@ def node_json(node: service.Node, counts_itself: bool = True) -> tuple[dict, Lev
         "traders": figures.traders,
         "total_volume": figures.volume,
         "total_revenue": figures.revenue,
+        "flagged": node.flagged,
         "children": [child for child, _ in children],
     }
     return body, figures

@@ -32,6 +32,7 @@ from query_api.affiliate_portal.figures import (
     levels_of,
     part_sql,
 )
+from rewards.domain import integrity
 from rewards.domain.affiliates import LEVELS
 from rewards.domain.identifiers import IDENTIFIER_TYPES, InvalidIdentifier, canonical_identifier
 from rewards.domain.payout_config import Tier, external_id
@@ -271,6 +272,7 @@ class Node:
     figures: LevelFigures  # the user's own conversions counted for the tree's root, all time
     children: list["Node"] = field(default_factory=list)
     affiliate_id: str | None = None
+    flagged: bool = False  # the user is one of the referrers above it in the tree (API.md §8: self-referral)
 
 
 async def referral_tree(warehouse: Warehouse, state: StateStore, scope: Scope, root: Affiliate) -> Node:
@@ -294,7 +296,24 @@ async def referral_tree(warehouse: Warehouse, state: StateStore, scope: Scope, r
             own = figures.get(row["key"], LevelFigures())
             nodes[row["key"]] = Node(user, own, affiliate_id=affiliate_ids.get(user))
             parent.children.append(nodes[row["key"]])
+    await _flag_self_referrals(state, scope.project_id, top)
     return top
+
+
+async def _flag_self_referrals(state: StateStore, project_id: str, top: Node) -> None:
+    """Flag each node that is one of its ancestors in the tree (its referrers up to the root) by what the service
+    can see (rewards.domain.integrity.self_referrers): one read of every node's tracking ids."""
+    paths: list[tuple[Node, list[User]]] = []
+    stack = [(child, [top.user]) for child in top.children]
+    while stack:
+        node, above = stack.pop()
+        paths.append((node, above))
+        stack += [(child, [node.user, *above]) for child in node.children]
+    if not paths:
+        return
+    tracking = await state.tracking_ids_of(project_id, [top.user, *(node.user for node, _ in paths)])
+    for node, above in paths:
+        node.flagged = bool(integrity.self_referrers(node.user, above, tracking))
 
 
 # -- the project's totals over its affiliates --------------------------------------------------------------------

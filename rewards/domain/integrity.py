@@ -4,7 +4,7 @@ Pure: the blocklisted users and the same-person signals are read by the caller (
 here. A refused payout is not paid; it is kept as a rejected payout with its reason (movements show it).
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from enum import StrEnum
 
 from rewards.domain.errors import DomainError, ErrorKind
@@ -69,3 +69,11 @@ def email_person(identifier: str) -> str:
 def same_by_email(a: User, b: User) -> bool:
     both = a.identifier_type == b.identifier_type == "email"
     return both and email_person(a.identifier) == email_person(b.identifier)
+
+
+def self_referrers(user: User, referrers: Iterable[User], tracking_ids: Mapping[User, set[str]]) -> set[User]:
+    """Those of `referrers` (the user's referrers at any level) that are the user itself by what the service can see:
+    the same mailbox (same_by_email), or a browser tracking id bound to both through `connect_wallet`
+    (`tracking_ids`: each user's, rewards.ports.TrackingStore.tracking_ids_of)."""
+    own = tracking_ids.get(user, set())
+    return {r for r in referrers if same_by_email(user, r) or (own and own & tracking_ids.get(r, set()))}

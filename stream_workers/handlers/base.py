@@ -39,6 +39,8 @@ class Project:
     # those of them on the blocklist (read once they are all known: stream_workers.projects).
     screened: set[User] = field(default_factory=set)
     blocklisted: set[User] = field(default_factory=set)
+    # The tracking ids of the referred users and their referrers among them (the self-referral signal).
+    tracking: dict[User, set[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

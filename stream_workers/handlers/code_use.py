@@ -40,9 +40,10 @@ class CodeUse(Handler):
         self, project_id: str, project: Project, records: list, state: StateStore, warehouse: Warehouse
     ) -> None:
         project.referrals = await _referrals_of(warehouse, project_id, records)
-        for record in records:
-            project.screened.add(User(record.owner_identifier, record.owner_identifier_type))
-            project.screened.add(User(record.user_identifier, record.user_identifier_type))
+        users = {u for r in records for u in (User(r.owner_identifier, r.owner_identifier_type), _user_of(r))}
+        project.screened.update(users)
+        if users:
+            project.tracking.update(await state.tracking_ids_of(project_id, list(users)))
 
     def add(self, record: CodeUseRecord, project: Project, writes: Writes, created: int) -> None:
         owner = User(record.owner_identifier, record.owner_identifier_type)
@@ -50,7 +51,7 @@ class CodeUse(Handler):
         source = rows.PayoutSource(record.project_id, record.use_id, "code_use", record.used_at_ms, record.code)
         payouts = engine.code_use_payouts(project.rules.config, owner, referred)
         # The edge refuses uses by or of a blocklisted user (403); one blocked since is refused here (API.md §8).
-        same = {owner} if integrity.same_by_email(owner, referred) else set()
+        same = integrity.self_referrers(referred, [owner], project.tracking)
         verdicts = integrity.screen(payouts, referred, project.blocklisted, same) if payouts else None
         payout_rows = rows.source_rows(source, payouts, created, verdicts)
         referral = referral_row(record)
@@ -62,6 +63,10 @@ class CodeUse(Handler):
 
     def set_aside(self, record: CodeUseRecord, writes: Writes) -> None:
         writes.rows["dedup_ids"].append(self.written_row(record, failed=True))
+
+
+def _user_of(record: CodeUseRecord) -> User:
+    return User(record.user_identifier, record.user_identifier_type)
 
 
 def _count_use(record: CodeUseRecord, user: User, referrals: Referrals) -> None:

@@ -44,6 +44,9 @@ class Conversion(Handler):
         project.chains, project.tiers, project.codes = chains, {u: a.tier for u, a in affiliates.items()}, codes
         project.screened.update(paying)
         project.screened.update(referrer for chain in chains.values() for referrer in chain)
+        related = {u for user, chain in chains.items() if chain for u in (user, *chain)}
+        if related:
+            project.tracking.update(await state.tracking_ids_of(project_id, list(related)))
 
     def add(self, record: ConversionRecord, project: Project, writes: Writes, created: int) -> None:
         check_time_ms(record.timestamp_ms)  # a record from before the edge checked it: not storable
@@ -88,4 +91,5 @@ def _verdicts(payouts: list[engine.Payout], user: User, project: Project) -> lis
 
 def _self_referred(user: User, project: Project) -> set[User]:
     """The referrers of the user's chain that are the user itself by what the service can see (API.md §8)."""
-    return {referrer for referrer in project.chains.get(user, ()) if integrity.same_by_email(user, referrer)}
+    chain = project.chains.get(user)
+    return integrity.self_referrers(user, chain, project.tracking) if chain else set()

@@ -82,3 +82,18 @@ async def test_bindings_end_with_their_window(store: TrackingStore, pid: str):
     assert await store.bind_user(pid, "t", user(2), SHORT) is None
     await store.bind_code(pid, "t", "ABC1234", LONG)  # named again: bound again
     assert await store.bind_user(pid, "t", user(2), LONG) == "ABC1234"
+
+
+async def test_a_users_tracking_ids_are_every_binding_not_expired(store: TrackingStore, pid: str, other_pid: str):
+    """API.md §8's self-referral signal: a tracking id bound to two users (one browser, two wallets) is each's."""
+    assert await store.tracking_ids_of(pid, [user(1)]) == {}
+    await store.bind_user(pid, "browser-1", user(1), LONG)
+    await store.bind_user(pid, "browser-1", user(2), LONG)  # the same browser connects another wallet
+    await store.bind_user(pid, "browser-2", user(1), LONG)
+    await store.bind_user(pid, "short", user(1), SHORT)
+    found = await store.tracking_ids_of(pid, [user(1), user(2), user(3), user(1)])
+    assert found == {user(1): {"browser-1", "browser-2", "short"}, user(2): {"browser-1"}}
+    assert await store.tracking_ids_of(other_pid, [user(1)]) == {}  # nothing crosses projects
+    await asyncio.sleep(PAST)
+    assert (await store.tracking_ids_of(pid, [user(1)]))[user(1)] == {"browser-1", "browser-2"}  # "short" ran out
+    assert await store.tracking_ids_of(pid, []) == {}

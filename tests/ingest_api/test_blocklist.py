@@ -197,3 +197,54 @@ def test_emails_are_one_person_up_to_case_and_tag(a, b, same):
     assert same_by_email(User(a, "email"), User(b, "email")) is same
     assert email_person("Bob+X@Example.COM") == "bob@example.com"
     assert same_by_email(User(ALICE, "evm_address"), User(ALICE, "evm_address")) is False  # emails only
+
+
+# -- self-referral through one browser -------------------------------------------------------------------------
+
+FRANK, GRACE, HEIDI = evm(11), evm(12), evm(13)
+
+
+def connect_wallet(api: Api, tracking_id: str, identifier: str) -> None:
+    """What the published client's identifyUser sends: the browser's tracking id bound to the wallet."""
+    body = {"name": "connect_wallet", "user": {"identifier": identifier, "identifier_type": "evm_address"},
+            "args": {"page": "/home", "locationOrigin": "https://app.example"},
+            "metadata": {"tracking_id": tracking_id}}  # fmt: skip
+    assert api.post("/events", json=body).status_code == 201
+
+
+def test_one_browser_behind_two_wallets_is_a_self_referral(shop):
+    """Frank's browser connects his wallet, then Grace's: the two are one person to the service. Frank refers Grace:
+    his referral reward and commission from her are refused, her own payouts kept, and the referral is flagged in
+    GET /referral_codes/status and in Frank's referral tree. Heidi (another browser) is Grace's referral: fair."""
+    connect_wallet(shop, "browser-frank", FRANK)
+    connect_wallet(shop, "browser-frank", GRACE)
+    connect_wallet(shop, "browser-heidi", HEIDI)
+    assert use(shop, code_of(shop, who(FRANK)), who(GRACE)).status_code == 200
+    assert use(shop, code_of(shop, who(GRACE)), who(HEIDI)).status_code == 200
+    buy(shop, "grace-1", who(GRACE))
+    buy(shop, "heidi-1", who(HEIDI))  # Heidi is neither Grace nor Frank: Grace's r1 and Frank's r2 paid
+    frank = eventually(lambda: _with(movements(shop, FRANK), 3))
+    assert {(m[0], m[1], m[2], m[3]) for m in frank} == {
+        ("referral_reward", "50", "rejected", "self_referral"),
+        ("purchase", "10", "rejected", "self_referral"),  # r1 of Grace's purchase
+        ("purchase", "5", "paid", None),  # r2 of Heidi's: Heidi is no one above her
+    }
+    assert ("purchase", "10", "paid", None) in {(m[0], m[1], m[2], m[3]) for m in movements(shop, GRACE)}
+
+    def status(identifier: str) -> dict:
+        return shop.get("/referral_codes/status", params=who(identifier)).json()
+
+    assert status(GRACE)["flagged"] is True and status(HEIDI)["flagged"] is False
+    registered = shop.post("/affiliates", json={**who(FRANK), "name": "Frank"})
+    assert registered.status_code == 201, registered.text
+    tree = eventually(lambda: _tree(shop, FRANK))
+    [grace] = tree["children"]
+    assert (grace["user_identifier"], grace["flagged"]) == (GRACE, True)
+    assert [(h["user_identifier"], h["flagged"]) for h in grace["children"]] == [(HEIDI, False)]
+    assert tree["flagged"] is False
+
+
+def _tree(api: Api, identifier: str) -> dict:
+    answer = api.get("/affiliate-portal/referral-tree", params={"user_identifier": identifier})
+    assert answer.status_code == 200, answer.text
+    return answer.json()

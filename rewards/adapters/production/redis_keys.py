@@ -42,6 +42,8 @@ checks that every command the store sends keeps to one slot.)
                                                  its last connect_wallet)
     rw:{p}:blocklist                     hash    <user> → the reason it was blocked (JSON: a text or null) (API.md §8)
     rw:{p}:blocklist_by_time             zset    <user> → when it was blocked (ms): the blocklist's pages
+    rw:{p}:track_ids:<user>              zset    every tracking id bound to the user → when that binding expires (ms);
+                                                 the key's TTL: its latest (API.md §8's self-referral signal)
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
@@ -134,6 +136,9 @@ class ProjectKeys:
 
     def tracking_user(self, tracking_id: str) -> str:
         return self._key("track_user", tracking_id)
+
+    def tracking_ids(self, user: User) -> str:
+        return self._key("track_ids", user_field(user))
 
     def code_names(self) -> str:
         return self._key("code_names")

@@ -2,6 +2,7 @@
 
 import sqlite3
 import uuid
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 
 from rewards.adapters.embedded.sqlite_state.base import SWEEP_LIMIT, SqliteStateBase
@@ -45,10 +46,29 @@ class SqliteTrackingStore(SqliteStateBase):
 
     async def bind_user(self, project_id: str, tracking_id: str, user: User, ttl_s: float) -> str | None:
         def bind(c: sqlite3.Connection) -> str | None:
-            _bind(c, project_id, "user", tracking_id, f"{user.identifier_type}:{user.identifier}", ttl_s)
+            _bind(c, project_id, "user", tracking_id, _user_text(user), ttl_s)
+            # The other way round, every tracking id the user was bound to (API.md §8: two users one browser).
+            _bind(c, project_id, "user_tracking", f"{_user_text(user)}{_SEPARATOR}{tracking_id}", tracking_id, ttl_s)
             return _bound(c, project_id, "code", tracking_id)
 
         return await self._db.run(bind)
+
+    async def tracking_ids_of(self, project_id: str, users: Sequence[User]) -> dict[User, set[str]]:
+        def read(c: sqlite3.Connection) -> dict[User, set[str]]:
+            found: dict[User, set[str]] = {}
+            now = now_ms()
+            for user in dict.fromkeys(users):
+                prefix = _user_text(user) + _SEPARATOR
+                rows = c.execute(
+                    "SELECT value FROM tracking WHERE project_id = ? AND kind = 'user_tracking' AND key >= ?"
+                    " AND key < ? AND expires_ms > ?",
+                    (project_id, prefix, _user_text(user) + _AFTER_SEPARATOR, now),
+                ).fetchall()
+                if rows:
+                    found[user] = {row["value"] for row in rows}
+            return found
+
+        return await self._db.run(read)
 
     async def tracked_user(self, project_id: str, tracking_id: str) -> User | None:
         value = await self._db.run(lambda c: _bound(c, project_id, "user", tracking_id))
@@ -56,6 +76,15 @@ class SqliteTrackingStore(SqliteStateBase):
             return None
         identifier_type, identifier = value.split(":", 1)
         return User(identifier, identifier_type)
+
+
+# A user's tracking ids are the rows of kind 'user_tracking' keyed `<user><US><tracking id>`: a key range per user
+# (no identifier holds the unit separator, U+001F: identifiers are validated, tracking ids are printable).
+_SEPARATOR, _AFTER_SEPARATOR = "\x1f", "\x20"
+
+
+def _user_text(user: User) -> str:
+    return f"{user.identifier_type}:{user.identifier}"
 
 
 def _ms(seconds: float) -> int:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from query_api.console import service
-from query_api.console.schemas import PipelineHealth, PointsByHour, ProjectChecks
+from query_api.console.schemas import PipelineHealth, PointsByHour, ProjectChecks, ProjectIntegrity
 from rewards.domain.timestamps import now_ms
 from rewards.web.app import API_PREFIX, PageRouter
 from rewards.web.dependencies import BackpressureDep, Caller, StateDep, WarehouseDep
@@ -65,6 +65,15 @@ async def claim_checks(principal: Caller, warehouse: WarehouseDep, limit: int = 
     return {
         "totals": await service.claim_totals(warehouse, principal.project_id),
         "latest_claims": await service.latest_claims(warehouse, principal.project_id, limit),
+    }
+
+
+@router.get("/integrity", responses=success(ProjectIntegrity, "The payouts the rules refused"))
+async def integrity(principal: Caller, warehouse: WarehouseDep, limit: int = Query(10, ge=1, le=100)):
+    """The payouts the rules refused (API.md §8) per reason and currency, and the newest of them (`limit`)."""
+    return {
+        "rejected": await service.rejected_by_reason(warehouse, principal.project_id),
+        "latest_rejected": await service.latest_rejected(warehouse, principal.project_id, limit),
     }
 
 

@@ -89,3 +89,30 @@ class LatestClaim(CheckCurrency):
 class ProjectChecks(Answer):
     totals: list[CurrencyChecks] = Field(description="Per currency")
     latest_claims: list[LatestClaim] = Field(description="The newest claims, one row per hash, user and currency")
+
+
+Reason = Literal["blocklisted", "self_referral", "cap_exceeded", "budget_exhausted", "rejected_by_operator"]
+
+
+class RejectedTotal(Answer):
+    reason: Reason = text("The rule that refused them (API.md §8)", "blocklisted")
+    currency: str = text("`point`, or a token's address", "point")
+    payouts: int = text("How many payouts", 3)
+    amount: str = raw_amount("How much in all (points, or a token's raw units)")
+
+
+class RejectedPayout(Answer):
+    id: str = text("The payout's id, as movements show it", "conversion:order-1042:1:rejected")
+    kind: str = text("Its kind", "affiliate_commission")
+    level: int = text("Its level (1-4 for commissions, else 0)", 1)
+    user_identifier: str = text("Who would have earned it", ALICE)
+    user_identifier_type: IdentifierType = text("Its identifier type", "evm_address")
+    amount: str = raw_amount("The refused amount (points, or a token's raw units)")
+    currency: str = text("`point`, or a token's address", "point")
+    reason: Reason = text("The rule that refused it", "blocklisted")
+    happened_at: str = timestamp("When its event happened")
+
+
+class ProjectIntegrity(Answer):
+    rejected: list[RejectedTotal] = Field(description="The refused payouts per reason and currency")
+    latest_rejected: list[RejectedPayout] = Field(description="The newest refused payouts")

@@ -170,3 +170,31 @@ def _currency(row: dict) -> dict:
         "currency_name": row["currency_name"],
         "currency_decimals": int(row["currency_decimals"]),
     }
+
+
+async def rejected_by_reason(warehouse: Warehouse, project_id: str) -> list[dict]:
+    """The payouts the rules refused (API.md §8), per reason and currency: how many, and how much."""
+    rows = await warehouse.query(
+        "SELECT reason, currency, count() AS payouts, toString(sum(amount)) AS amount FROM rejected_payouts"
+        " WHERE project_id = {project:String} GROUP BY reason, currency ORDER BY reason, currency",
+        {"project": project_id},
+    )
+    return [{"reason": r["reason"], "currency": r["currency"], "payouts": int(r["payouts"]), "amount": r["amount"]}
+            for r in rows]  # fmt: skip
+
+
+async def latest_rejected(warehouse: Warehouse, project_id: str, limit: int) -> list[dict]:
+    """The newest refused payouts: who would have earned what, and why."""
+    rows = await warehouse.query(
+        "SELECT payout_id, kind, level, recipient_identifier, recipient_identifier_type, toString(amount) AS amount,"
+        " currency, reason, toUnixTimestamp64Milli(happened_at) AS happened_ms FROM rejected_payouts"
+        " WHERE project_id = {project:String} ORDER BY happened_at DESC, payout_id LIMIT {limit:UInt32}",
+        {"project": project_id, "limit": limit},
+    )
+    return [
+        {"id": r["payout_id"] + ":rejected", "kind": r["kind"], "level": int(r["level"]),
+         "user_identifier": r["recipient_identifier"], "user_identifier_type": r["recipient_identifier_type"],
+         "amount": r["amount"], "currency": r["currency"], "reason": r["reason"],
+         "happened_at": format_timestamp(int(r["happened_ms"]))}
+        for r in rows
+    ]  # fmt: skip

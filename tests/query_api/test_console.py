@@ -203,6 +203,23 @@ def test_sign_in_then_a_batch_shows_in_the_summary_and_the_chart(console, shop):
     assert not any(shop.service_key in url for url in console.requested) and shop.service_key not in console.page.url
 
 
+def test_refused_payouts_and_the_blocklist_show_on_the_payouts_page(console, shop):
+    """API.md §8 in the console: a blocked referrer's commission is refused, shown with its reason; the blocklist is
+    listed read-only (its writes are the API's)."""
+    shop.refer(1, 2)
+    points = {"currency": "point"}
+    eventually(lambda: _equal(shop.ok("GET", "/payouts/summary", params=points), {"total_payouts": "60"}))
+    shop.ok("PUT", f"/projects/blocklist/{addr(1)}", params={"identifier_type": EVM}, json={"reason": "chargebacks"})
+    shop.send(purchase("refused-1", 2, "200"))  # the buyer's 10 paid; its referrer's 20 refused
+    console.sign_in(shop.service_key)
+    console.show("payouts")
+    console.shown("#rejected-totals tbody tr", "blocklisted\tpoints\t1\t20")
+    assert console.column("#rejected-latest", 5) == ["blocklisted"]
+    assert console.column("#rejected-latest", 3) == ["affiliate_commission (level 1)"]
+    assert console.column("#blocklist", 2) == ["chargebacks"]
+    assert console.column("#blocklist", 1) == [f"evm_address:{addr(1)[:10]}…{addr(1)[-10:]}"]
+
+
 def test_a_dead_letter_shows_on_the_health_page(console, shop):
     mint = {**purchase("mint-1", 2, OVERFLOWING), "name": "mint"}
     shop.ok("POST", "/events/batch", json={"events": [mint, purchase("after", 2, "1")]})

@@ -225,6 +225,48 @@
         label
       );
     }
+    await showIntegrity();
+  }
+
+  // What the rules refused, and the blocklist (read-only; a key without service_role sees the blocklist's 403).
+  async function showIntegrity() {
+    const [integrity, blocklist] = await Promise.all([
+      api("/console/integrity", { limit: 10 }),
+      api("/projects/blocklist", { page_size: 25 }),
+    ]);
+    if (integrity.ok) {
+      const currency = (c) => (c === "point" ? "points" : shortText(c, 10));
+      fillRows(
+        $("#rejected-totals"),
+        integrity.body.rejected.map((r) => [
+          cell(r.reason), cell(currency(r.currency)), cell(r.payouts, "num"), cell(grouped(r.amount), "num"),
+        ]),
+        "No payout refused"
+      );
+      fillRows(
+        $("#rejected-latest"),
+        integrity.body.latest_rejected.map((r) => [
+          cell(when(r.happened_at)), cell(shortText(r.user_identifier, 10)),
+          cell(r.level ? `${r.kind} (level ${r.level})` : r.kind), cell(`${grouped(r.amount)} ${currency(r.currency)}`, "num"),
+          cell(r.reason),
+        ]),
+        "–"
+      );
+    }
+    const error = $("#blocklist-error");
+    error.hidden = blocklist.ok;
+    if (!blocklist.ok) {
+      error.textContent = messageOf(blocklist);
+      fillRows($("#blocklist"), [], "–");
+      return;
+    }
+    fillRows(
+      $("#blocklist"),
+      blocklist.body.results.map((b) => [
+        cell(`${b.user_identifier_type}:${shortText(b.user_identifier, 10)}`), cell(b.reason || "–"), cell(when(b.created_at)),
+      ]),
+      "No user blocked"
+    );
   }
 
   function filterParams() {

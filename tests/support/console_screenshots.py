@@ -34,6 +34,10 @@ BUYERS = [11, 12, 13, 14, 15, 16, 17, 21, 22, 31]
 CLAIM_HASH = "0x5e1f" + "a7" * 30
 
 
+# Each referred user's referrer.
+REFERRALS_OF = {user: referrer for referrer, users in REFERRALS.items() for user in users}
+
+
 def seed(shop: Shop) -> None:
     for user, name, region, status, tier in AFFILIATES:
         shop.register(user, name, region=region, status=status, **({"tier": tier} if tier else {}))
@@ -57,6 +61,11 @@ def seed(shop: Shop) -> None:
     eventually(lambda: _ok(shop.http.post("/claim-checks/claims", json=claim).status_code), 30)
     trader = [c["id"] for c in shop.ok("GET", "/claim-checks/rewards-payouts", params=who(21))["results"]]
     shop.ok("POST", "/claim-checks/close", json={**who(21), "claim_check_ids": trader})
+    # A referrer blocked (API.md §8): its commission on the next purchase below it is refused, with its reason.
+    blocked = REFERRALS_OF[BUYERS[-1]]
+    shop.ok("PUT", f"/projects/blocklist/{who(blocked)['user_identifier']}", params={"identifier_type": "evm_address"},
+            json={"reason": "chargebacks on three orders"})  # fmt: skip
+    shop.send(purchase("order-after-block", BUYERS[-1], "120"))
 
 
 def _ok(status: int) -> None:

@@ -6,12 +6,14 @@ is blocked: Carol's purchase pays Carol and Alice (level 2), not Bob (level 1); 
 code of Bob's, nor any code for Bob, can be used. Unblocked, Bob earns again."""
 
 from decimal import Decimal
+from urllib.parse import quote
 
 import pytest
 
 from rewards.domain.integrity import Rejection, email_person, same_by_email, screen
 from rewards.domain.payouts import Payout, PayoutKind, User
 from tests.conftest import event, evm
+from tests.domain.test_domain import VALID
 from tests.support.harness import Admin, Api, eventually
 from tests.web.test_auth import error_of
 
@@ -248,3 +250,23 @@ def _tree(api: Api, identifier: str) -> dict:
     answer = api.get("/affiliate-portal/referral-tree", params={"user_identifier": identifier})
     assert answer.status_code == 200, answer.text
     return answer.json()
+
+
+def test_every_identifier_type_is_blocked_as_stored(server):
+    """Each identifier type, in the case its user sent it: blocked as stored (canonical), listed back exactly, and
+    its path text (a `+`, an `@`) reaching the service as given."""
+    admin = Admin(server)
+    project = admin.project()
+    with Api(server, admin.key(project, "service_role"), project) as api:
+        for identifier, kind, stored in VALID:
+            done = api.put(f"/projects/blocklist/{quote(identifier, safe='')}", params={"identifier_type": kind})
+            assert done.status_code == 200, done.text
+            assert done.json()["user_identifier"] == (stored or identifier)
+        plus = api.put(f"/projects/blocklist/{quote('a+b@example.com', safe='')}", params={"identifier_type": "email"})
+        assert plus.json()["user_identifier"] == "a+b@example.com"
+        listed = api.get("/projects/blocklist", params={"page_size": 100}).json()
+        assert listed["total_count"] == len(VALID) + 1
+        assert {(b["user_identifier"], b["user_identifier_type"]) for b in listed["results"]} == {
+            *((stored or identifier, kind) for identifier, kind, stored in VALID),
+            ("a+b@example.com", "email"),
+        }

@@ -88,6 +88,7 @@ class Scripts:
     block_user: AsyncScript
     unblock_user: AsyncScript
     blocklist_page: AsyncScript
+    bind_tracking_id: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

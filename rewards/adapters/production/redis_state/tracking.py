@@ -36,17 +36,13 @@ class RedisTrackingStore(RedisStateBase):
 
     async def bind_user(self, project_id: str, tracking_id: str, user: User, ttl_s: float) -> str | None:
         k = ProjectKeys(project_id)
-        ids, now = k.tracking_ids(user), int(time.time() * 1000)
         async with self._redis.pipeline(transaction=False) as pipe:  # one slot: the project's
             pipe.set(k.tracking_user(tracking_id), user_field(user), px=_ms(ttl_s))
             pipe.get(k.tracking_code(tracking_id))
-            # The other way round, every tracking id the user was bound to (API.md §8: two users one browser), each
-            # until its own expiry (its score); the expired ones go at each bind, the set with the last one.
-            pipe.zadd(ids, {tracking_id: now + _ms(ttl_s)})
-            pipe.zremrangebyscore(ids, "-inf", now)
-            pipe.pexpire(ids, _ms(ttl_s), gt=True)
-            pipe.pexpire(ids, _ms(ttl_s), nx=True)
-            _, code, *_ = await pipe.execute()
+            _, code = await pipe.execute()
+        # The other way round, every tracking id the user was bound to (API.md §8: two users, one browser).
+        now = int(time.time() * 1000)
+        await self._scripts.bind_tracking_id(keys=[k.tracking_ids(user)], args=[tracking_id, now + _ms(ttl_s), now])
         return code
 
     async def tracking_ids_of(self, project_id: str, users: Sequence[User]) -> dict[User, set[str]]:

@@ -16,8 +16,9 @@ router = APIRouter(prefix="/projects/blocklist", tags=["projects"])
 NOT_BLOCKED = "User is not blocklisted"
 
 
+# An email may hold a `/` (sent as %2F): rewards.web.requests.AnyText, as GET /payouts/totals/{user} reads it.
 @router.put(
-    "/{user_identifier}",
+    "/{user_identifier:any_text}",
     openapi_extra=request_body_doc(BlockBody, required=False),
     responses=success(BlockedUserAnswer, "The user, blocked (again: its reason replaced, its time kept)"),
 )
@@ -37,7 +38,7 @@ async def block(
 
 
 @router.delete(
-    "/{user_identifier}",
+    "/{user_identifier:any_text}",
     responses={**success(UnblockedAnswer, "The user, no longer blocked"), 404: {"description": NOT_BLOCKED}},
 )
 async def unblock(user_identifier: str, principal: ServiceCaller, state: StateDep, identifier_type: str | None = None):

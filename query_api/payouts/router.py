@@ -30,7 +30,7 @@ async def summary(
 
 @router.get(
     "/totals/{user_identifier:any_text}", responses=success(UserTotals, "The user's points, in all and per kind")
-)  # an email may hold a `/` (sent as %2F): rewards.web.app.AnyText
+)  # an email may hold a `/` (sent as %2F): rewards.web.requests.AnyText
 async def totals(
     principal: Caller,
     warehouse: WarehouseDep,

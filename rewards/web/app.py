@@ -7,7 +7,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from prometheus_fastapi_instrumentator import Instrumentator
-from starlette.convertors import StringConvertor, register_url_convertor
 
 from rewards.web import landing
 from rewards.web.answers import Health
@@ -31,15 +30,6 @@ class PageRouter(APIRouter):
     """Routes served at the root, outside the API's prefix: pages for a browser (the operator console), not the API."""
 
 
-class AnyText(StringConvertor):
-    """A path parameter that may hold `/` and any character. Starlette's `path` convertor is `.*`, which stops
-    before a newline, and its route patterns end in `$`, which matches before a final one: `0x…%0A` would
-    then be read as `0x…`, another identifier."""
-
-    regex = r"[\s\S]+"
-
-
-register_url_convertor("any_text", AnyText())
 log = structlog.get_logger(__name__)
 
 

@@ -1,12 +1,26 @@
-"""Reading a request: its JSON body and query string through a model, a user's identifier, a page."""
+"""Reading a request: its JSON body and query string through a model, a user's identifier (in a path too: the
+`any_text` convertor), a page."""
 
 import orjson
 from fastapi import Depends, Query, Request
 from pydantic import AliasChoices, BaseModel, ValidationError
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from rewards.domain.identifiers import InvalidIdentifier, canonical_identifier
 from rewards.domain.payouts import User
 from rewards.web.errors import bad_request, validation_messages
+
+
+class AnyText(StringConvertor):
+    """A path parameter that may hold `/` and any character (`{user_identifier:any_text}`: an email may hold a `/`,
+    sent as %2F). Starlette's `path` convertor is `.*`, which stops before a newline, and its route patterns end in
+    `$`, which matches before a final one: `0x…%0A` would then be read as `0x…`, another identifier. Registered here,
+    where every router that names it imports from, so no import order can leave it unknown."""
+
+    regex = r"[\s\S]+"
+
+
+register_url_convertor("any_text", AnyText())
 
 
 async def request_fields(request: Request, model: type[BaseModel], *, query: bool = True) -> BaseModel:

@@ -262,8 +262,13 @@ def test_every_identifier_type_is_blocked_as_stored(server):
             done = api.put(f"/projects/blocklist/{quote(identifier, safe='')}", params={"identifier_type": kind})
             assert done.status_code == 200, done.text
             assert done.json()["user_identifier"] == (stored or identifier)
-        plus = api.put(f"/projects/blocklist/{quote('a+b@example.com', safe='')}", params={"identifier_type": "email"})
-        assert plus.json()["user_identifier"] == "a+b@example.com"
+        for odd in ("a+b@example.com", "a/b@example.com"):  # a `+`, a `/` (%2F) in the path
+            done = api.put(f"/projects/blocklist/{quote(odd, safe='')}", params={"identifier_type": "email"})
+            assert done.json()["user_identifier"] == odd, done.text
+        gone = api.delete(
+            f"/projects/blocklist/{quote('a/b@example.com', safe='')}", params={"identifier_type": "email"}
+        )
+        assert gone.status_code == 200, gone.text
         listed = api.get("/projects/blocklist", params={"page_size": 100}).json()
         assert listed["total_count"] == len(VALID) + 1
         assert {(b["user_identifier"], b["user_identifier_type"]) for b in listed["results"]} == {

@@ -3,6 +3,7 @@ Redis Cluster."""
 
 import asyncio
 
+from rewards.domain.payouts import User
 from rewards.ports import IntegrityStore
 from tests.contract.support import assert_implements, user
 
@@ -43,3 +44,21 @@ async def test_many_users_are_looked_up_at_once(store: IntegrityStore, pid: str)
         await store.block_user(pid, blocked, None)
     assert await store.blocklisted_among(pid, users) == set(users[::500])
     assert await store.blocklisted_among(pid, []) == set()
+
+
+async def test_users_blocked_in_one_millisecond_page_alike_on_every_adapter(
+    store: IntegrityStore, pid: str, monkeypatch
+):
+    """Ties of time in one order, whatever the adapter (the latest blocked first, then by user, descending)."""
+    from rewards.adapters.embedded.sqlite_state import integrity as sqlite_integrity
+    from rewards.adapters.production.redis_state import integrity as redis_integrity
+
+    for module in (sqlite_integrity, redis_integrity):
+        monkeypatch.setattr(module, "now_ms", lambda: 1_790_000_000_000)
+    users = [user(3), user(1), User("b@example.com", "email"), user(2), User("a@example.com", "email")]
+    for blocked in users:
+        await store.block_user(pid, blocked, None)
+    page, _ = await store.blocklist_page(pid, 0, 10)
+    expected = sorted(users, key=lambda u: f"{u.identifier_type}:{u.identifier}", reverse=True)
+    assert [b.user for b in page] == expected
+    assert [b.user for b in (await store.blocklist_page(pid, 2, 2))[0]] == expected[2:4]

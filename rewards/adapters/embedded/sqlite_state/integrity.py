@@ -44,7 +44,9 @@ class SqliteIntegrityStore(SqliteStateBase):
         def page(c: sqlite3.Connection) -> tuple[list[BlockedUser], int]:
             rows = c.execute(
                 "SELECT user_type, user_id, reason, created_ms FROM blocklist WHERE project_id = ?"
-                " ORDER BY created_ms DESC, user_type, user_id LIMIT ? OFFSET ?",
+                # Ties as Redis's ZREVRANGE orders its `<type>:<identifier>` members: descending (no type is a prefix
+                # of another, so the pair orders as the text does).
+                " ORDER BY created_ms DESC, user_type DESC, user_id DESC LIMIT ? OFFSET ?",
                 (project_id, limit, offset),
             ).fetchall()
             (total,) = c.execute("SELECT count(*) FROM blocklist WHERE project_id = ?", (project_id,)).fetchone()

@@ -275,3 +275,58 @@ def test_every_identifier_type_is_blocked_as_stored(server):
             *((stored or identifier, kind) for identifier, kind, stored in VALID),
             ("a+b@example.com", "email"),
         }
+
+
+def _deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+DEEP = _deep(200)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"reason": "\x00\x1f\u202e" + "\\" * 50 + '"' * 50},  # control characters, backslashes, quotes: kept as given
+        {"reason": {"a": [[[[[[[[[[{}]]]]]]]]]]}},
+        {"reason": 10**400},
+        {"reason": ["x"] * 10_000},
+        DEEP,
+        "x" * 100_000,
+    ],
+    ids=["control", "nested", "huge-number", "long-list", "deep", "long-text"],
+)
+def test_hostile_blocklist_input_is_a_4xx_or_kept_exactly_and_others_go_on(shop, server, body):
+    path = f"/projects/blocklist/{evm(40)}"
+    answer = shop.put(path, params={"identifier_type": "evm_address"}, json=body)
+    if isinstance(body, dict) and isinstance(body["reason"], str):
+        assert answer.status_code == 200 and answer.json()["reason"] == body["reason"], answer.text
+        assert shop.get("/projects/blocklist").json()["results"][0]["reason"] == body["reason"]
+        assert shop.delete(path, params={"identifier_type": "evm_address"}).status_code == 200
+    else:
+        assert 400 <= answer.status_code < 500 and answer.json()["statusCode"] == answer.status_code
+    for page in ({"page": 2**31 - 1, "page_size": 100}, {"page": 2**31}, {"page": 0}, {"page_size": "1e9"}):
+        listed = shop.get("/projects/blocklist", params=page)
+        assert listed.status_code in (200, 400), listed.text
+    # An ordinary event of another project is processed afterwards.
+    admin = Admin(server)
+    other = admin.project()
+    with Api(server, admin.key(other, "service_role"), other) as theirs:
+        assert theirs.put("/projects/config", json=CONFIG).status_code == 200
+        buy(theirs, "after-hostile", who(DAN))
+        assert summary(theirs) == Decimal(10)
+
+
+@pytest.mark.parametrize(
+    "volume_currency",
+    [{"name": "\x00"}, {"name": "x" * 65}, {"identifier": ""}, {"name": {"a": 1}}, {"name": "USD", "x": 1}, [], 1.5],
+)
+def test_hostile_volume_currencies_are_a_400(shop, volume_currency):
+    answer = shop.put("/projects/config", json={**CONFIG, "volume_currency": volume_currency})
+    if volume_currency == {"name": "\x00"}:  # a name is any text of 1-64 characters: kept, compared exactly
+        assert answer.status_code in (200, 409), answer.text
+        return
+    assert answer.status_code == 400 and "volume_currency" in answer.json()["message"], answer.text

@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore, IntegrityStore.
+  TrackingStore, IntegrityStore, AllotmentStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -23,13 +23,14 @@ block it undoes the block's change (unless, as above, the change stands), and th
 with `Retry-After` (`rewards.web.handlers`), so a client's retry of the same request is safe.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Generic, Protocol, TypeVar
 
 from rewards.domain.affiliates import Affiliate, Figures
+from rewards.domain.allotment import Ask, Grant, Limits
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
@@ -291,8 +292,37 @@ class IntegrityStore(Protocol):
         """Those of `users` on the blocklist."""
 
 
+class AllotmentStore(Protocol):
+    """The counters of caps and budgets (API.md §8) and their one atomic step: rewards.domain.allotment's rule, run
+    where the counters are, so that no number of workers ever lets a cap or budget be exceeded."""
+
+    async def allot(
+        self, project_id: str, limits: Limits, asks: Sequence[Ask], seeds: Mapping[str, int] | None = None
+    ) -> list[Grant]:
+        """Each ask's grant (rewards.domain.allotment.allot), decided and counted in one atomic step; an ask granted
+        before (its payout id known) gets its grant again, counted once. Raises UnseededBudgets, counting nothing,
+        when a budget's paid counter is absent and `seeds` (units paid, by currency) does not give it."""
+
+    async def forget_grants(self, project_id: str, payout_ids: Sequence[str]) -> None:
+        """Drop the grants of payouts whose rows are written (their records are then never computed again)."""
+
+    async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
+        """The units each of `currencies` counts paid, of those with a paid counter."""
+
+    async def reset_budgets(self, project_id: str, currencies: Sequence[str]) -> None:
+        """Drop the paid counters of `currencies` (a budget set or removed: the next payout seeds it again)."""
+
+
 class StateStore(
-    ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, Protocol
+    ProjectStore,
+    AffiliateStore,
+    ReferralStore,
+    IngestStore,
+    ClaimCheckStore,
+    TrackingStore,
+    IntegrityStore,
+    AllotmentStore,
+    Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""
 

@@ -1,4 +1,4 @@
-"""Turn deliveries of the event log into rows of the warehouse: decode → plan → compute → write → mark.
+"""Turn deliveries of the event log into rows of the warehouse: decode → plan → compute → allot → write → mark.
 
 A delivery is written with one insert per table under the delivery's token, so a delivery seen
 again after a crash (written, not yet committed) writes nothing twice. Only then does the state
@@ -18,6 +18,7 @@ from prometheus_client import Counter
 
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
+from stream_workers.allot import allot, forget
 from stream_workers.handlers import Handler, handler_of
 from stream_workers.handlers.base import Project, Unusable, usable
 from stream_workers.projects import projects_of
@@ -47,6 +48,7 @@ async def process_delivery(
     `window_s`: the dedup window."""
     records, projects = await plan(delivery.records, state, warehouse, window_s)
     writes = compute(records, projects, now_ms(), delivery.token)
+    await allot(writes, projects, state, warehouse)
     await write(writes, delivery.token, warehouse)
     if dead_letters is not None and writes.rows["dead_letters"]:
         # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
@@ -89,6 +91,7 @@ async def mark(writes: Writes, state: StateStore) -> None:
         await state.mark_processed(project_id, dedup_ids)
     for project_id, dedup_ids in writes.failed.items():
         await state.mark_failed(project_id, dedup_ids)
+    await forget(writes, state)  # last: a delivery seen again before its marks must find its grants
 
 
 def _add_alone(handler: Handler, record, projects: dict, writes: Writes, created: int, token: str) -> None:

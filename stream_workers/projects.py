@@ -3,6 +3,7 @@ type's handler reads for its records (`plan`), a few round trips per project and
 
 from pydantic import ValidationError
 
+from rewards.domain import allotment
 from rewards.domain import payouts as engine
 from rewards.ports import ProjectStore, StateStore, Warehouse
 from stream_workers.handlers import HANDLERS, Handler, handler_of
@@ -21,7 +22,7 @@ async def projects_of(records: list, state: StateStore, warehouse: Warehouse) ->
         if isinstance(rules, Unusable):
             projects[project_id] = rules
             continue
-        project = projects[project_id] = Project(rules)
+        project = projects[project_id] = Project(rules, limits=allotment.limits_of(rules.config))
         for handler in HANDLERS.values():
             await handler.plan(project_id, project, own[project_id].get(handler, []), state, warehouse)
         if project.screened:

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from rewards.domain.claim_signing import SignerKey
 from rewards.domain.payout_config import PayoutConfig, config_from_document
-from rewards.ports import ProjectStore, Warehouse
+from rewards.ports import ProjectStore, StateStore, Warehouse
 
 VOLUME_CURRENCY_FIXED = (
     "volume_currency cannot change once the project has conversions: the figures counted before would be added to "
@@ -32,11 +32,21 @@ async def get_config(state: ProjectStore, project_id: str) -> PayoutConfig:
     return await state.get_config(project_id)
 
 
-async def put_config(state: ProjectStore, warehouse: Warehouse, project_id: str, config: PayoutConfig) -> None:
+async def put_config(state: StateStore, warehouse: Warehouse, project_id: str, config: PayoutConfig) -> None:
     """Store `config`; VolumeCurrencyFixed if it changes the volume currency of a project with conversions."""
     stored = await state.get_config(project_id)
     if config.volume_currency != stored.volume_currency and await has_conversions(warehouse, project_id):
         raise VolumeCurrencyFixed(VOLUME_CURRENCY_FIXED)
+    await store_config(state, project_id, stored, config)
+
+
+async def store_config(state: StateStore, project_id: str, stored: PayoutConfig, config: PayoutConfig) -> None:
+    """Replace `stored` with `config`. A budget set in a currency that had none, or removed, drops that currency's paid
+    counter first (before a worker can see the new budget): the next payout in it counts from everything the warehouse
+    holds paid (stream_workers.allot), not from a count that stopped while the currency had no budget."""
+    changed = {budget.currency for budget in stored.budgets} ^ {budget.currency for budget in config.budgets}
+    if changed:
+        await state.reset_budgets(project_id, sorted(changed))
     await state.put_config(project_id, config)
 
 

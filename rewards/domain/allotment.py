@@ -1,61 +1,219 @@
-"""How much of a payout caps and budgets let through (API.md §8): the arithmetic, pure and exact.
+"""How much of each payout caps and budgets let through (API.md §8): the rule, pure and exact.
 
-Groundwork for caps and budgets, which the configuration does not accept yet (docs/api.md §8): the state store's
-atomic step (SQLite's transaction, Redis's script) will read a payout's counters, ask `grant` what fits, and record
-it. What is here is what both adapters must agree on to the smallest unit:
+Amounts are counted in integer units, exact in any engine: points in their smallest unit (10^-18), tokens in their raw
+smallest unit. A payout asks for its units (`Ask`); the state store's atomic step (SQLite's transaction, Redis's
+script: lua/allot.lua mirrors `allot` line for line, and the contract tests hold both to the same answers) looks up
+what the rules counted so far (`Book`), grants what fits, and counts it in:
 
 - a budget's room: its amount less everything paid in its currency;
-- a cap's room over a calendar month or all time: its amount less what the user was granted there;
+- a cap's room over a calendar month or all time: its amount less what its side(s) of the user were granted there;
 - a rolling cap's room at a payout's event time t, whatever the order in which events are processed: no window of
   its length that holds t may exceed the cap once the payout is granted, so the room is the cap less the most that
   any such window, (e − W, e] with e in [t, t + W), already holds (`rolling_room`);
 - the grant: the payout, or the least room when smaller (never below 0), and the rule that cut it.
+
+A payout is granted once: its grant is kept by payout id until its rows are written, so a delivery computed again
+after a crash gets the same grants (`Book.granted`).
+
+What cannot be checked exactly is refused (`cap_exceeded`), never let through: a payout under a rolling or
+calendar-month cap whose event is older than the counters kept for it (`KEPT_MS` past the window).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Protocol
 
-from rewards.domain.amounts import EXACT
 from rewards.domain.integrity import Rejection
+from rewards.domain.limits import parse_duration_ms
+from rewards.domain.payout_config import PayoutConfig, TokenCurrency
+from rewards.domain.payouts import Payout, User
 
-ZERO = Decimal(0)
+POINT = "point"
+POINT_PLACES = 18
+# How long counters outlive their window: the dedup window (a redelivery within it is recognised by its grants).
+DAY_MS = 86_400_000
+KEPT_MS = 35 * DAY_MS
+GRANTS_KEPT_MS = KEPT_MS  # a grant whose rows were never marked written (a crash after the write) is forgotten then
+END_USER, REFERRER = "end_user", "referrer"
+SIDES_OF = {END_USER: (END_USER,), REFERRER: (REFERRER,), "wallet": (END_USER, REFERRER)}
+ALL_TIME, CALENDAR_MONTH = "all_time", "calendar_month"
+
+
+def currency_key(currency: str | TokenCurrency) -> str:
+    """How caps and budgets name a payout's currency: `point`, or the token's address in lowercase."""
+    return currency.address.lower() if isinstance(currency, TokenCurrency) else currency.lower()
+
+
+def to_units(amount: Decimal, currency: str) -> int:
+    """An amount in integer units (points: ×10^18; a token's raw units as they are). Payouts carry at most 18 places
+    (rewards.domain.amounts.to_points): exact."""
+    return int(amount.scaleb(POINT_PLACES)) if currency == POINT else int(amount)
+
+
+def from_units(units: int, currency: str) -> Decimal:
+    return Decimal(units).scaleb(-POINT_PLACES) if currency == POINT else Decimal(units)
+
+
+def side_of(payout: Payout) -> str:
+    """What a payout is earned as: a referrer's commissions and referral rewards, or the user's own (API.md §8)."""
+    return REFERRER if payout.role == "affiliate" else END_USER
 
 
 @dataclass(frozen=True)
 class Room:
     """What one rule still lets through, and the rejection that names it when it is what cuts a payout."""
 
-    amount: Decimal
+    units: int
     rule: Rejection
 
 
 @dataclass(frozen=True)
 class Grant:
-    amount: Decimal  # what is paid: the payout, or less
+    units: int  # what is paid: the payout, or less
     rejection: Rejection | None  # why the rest is refused; None when nothing is
 
 
-def grant(amount: Decimal, rooms: Sequence[Room]) -> Grant:
-    """The part of a payout of `amount` that every rule's room lets through. The least room cuts it; among equal
+@dataclass(frozen=True)
+class Ask:
+    """A payout asking for its units, under the caps and budget of its currency."""
+
+    payout_id: str
+    user: User
+    side: str  # END_USER | REFERRER
+    currency: str  # currency_key
+    units: int
+    at_ms: int  # its event's time: what its windows hold
+
+
+@dataclass(frozen=True)
+class CapRule:
+    sides: tuple[str, ...]  # the sides it counts (SIDES_OF its applies_to)
+    units: int
+    window: str  # ALL_TIME | CALENDAR_MONTH | "rolling"
+    window_ms: int = 0  # a rolling window's length
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A project's caps and budgets, by currency, in units: what `allot` needs of its configuration."""
+
+    budgets: dict[str, int] = field(default_factory=dict)
+    caps: dict[str, tuple[CapRule, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.budgets or self.caps)
+
+    def governs(self, currency: str) -> bool:
+        return currency in self.budgets or currency in self.caps
+
+    def history_ms(self, currency: str) -> int:
+        """How long a currency's grants are kept for its rolling caps (0: it has none)."""
+        rolling = [cap.window_ms for cap in self.caps.get(currency, ()) if cap.window == "rolling"]
+        return max(rolling) + KEPT_MS if rolling else 0
+
+
+def limits_of(config: PayoutConfig) -> Limits:
+    caps: dict[str, list[CapRule]] = {}
+    for cap in config.caps:
+        named = cap.window in (ALL_TIME, CALENDAR_MONTH)
+        rule = CapRule(
+            SIDES_OF[cap.applies_to],
+            to_units(cap.amount, cap.currency),
+            cap.window if named else "rolling",
+            0 if named else parse_duration_ms(cap.window),
+        )
+        caps.setdefault(cap.currency, []).append(rule)
+    budgets = {budget.currency: to_units(budget.amount, budget.currency) for budget in config.budgets}
+    return Limits(budgets, {currency: tuple(rules) for currency, rules in caps.items()})
+
+
+class UnseededBudgets(Exception):
+    """Budgets whose paid counter the store does not hold yet (set since the last payout in their currency): the
+    caller seeds them with what the warehouse holds paid, and asks again."""
+
+    def __init__(self, currencies: Sequence[str]):
+        super().__init__(", ".join(currencies))
+        self.currencies = list(currencies)
+
+
+class Book(Protocol):
+    """What the rules counted so far, as the state store's atomic step sees it (and counts in)."""
+
+    def granted(self, payout_id: str) -> Grant | None: ...
+    def paid(self, currency: str) -> int | None: ...  # None: unseeded
+    def total(self, side: str, currency: str, user: User) -> int: ...
+    def month(self, side: str, currency: str, user: User, month: str) -> int: ...
+    def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]: ...
+    def record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
+        """Keep the grant by payout id; count its units in the currency's paid counter (if it has a budget) and, if it
+        has caps, in the user's all-time and month counters and, if it has rolling caps, its grants by time (kept
+        `limits.history_ms(currency)` past their time)."""
+
+
+def allot(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
+    """Each ask's grant, in order, each counted in before the next is decided; UnseededBudgets (nothing counted) when
+    a budget's paid counter is not in the book."""
+    if unseeded := sorted({a.currency for a in asks if a.currency in limits.budgets and book.paid(a.currency) is None}):
+        raise UnseededBudgets(unseeded)
+    grants = []
+    for ask in asks:
+        if (known := book.granted(ask.payout_id)) is not None:
+            grants.append(Grant(min(known.units, ask.units), known.rejection))  # a redelivery: counted already
+            continue
+        decided = grant(ask.units, rooms(ask, limits, book, now_ms))
+        book.record(ask, decided, limits)
+        grants.append(decided)
+    return grants
+
+
+def rooms(ask: Ask, limits: Limits, book: Book, now_ms: int) -> list[Room]:
+    """The room every rule over the ask's currency and side leaves."""
+    found = []
+    if (budget := limits.budgets.get(ask.currency)) is not None:
+        found.append(total_room(budget, book.paid(ask.currency) or 0, Rejection.BUDGET_EXHAUSTED))
+    for cap in limits.caps.get(ask.currency, ()):
+        if ask.side in cap.sides:
+            found.append(cap_room(cap, ask, book, now_ms))
+    return found
+
+
+def cap_room(cap: CapRule, ask: Ask, book: Book, now_ms: int) -> Room:
+    if cap.window == ALL_TIME:
+        used = sum(book.total(side, ask.currency, ask.user) for side in cap.sides)
+        return total_room(cap.units, used, Rejection.CAP_EXCEEDED)
+    if cap.window == CALENDAR_MONTH:
+        if month_end_ms(ask.at_ms) + KEPT_MS <= now_ms:  # its month's counters are gone
+            return Room(0, Rejection.CAP_EXCEEDED)
+        month = calendar_month(ask.at_ms)
+        used = sum(book.month(side, ask.currency, ask.user, month) for side in cap.sides)
+        return total_room(cap.units, used, Rejection.CAP_EXCEEDED)
+    if ask.at_ms <= now_ms - KEPT_MS:  # grants are kept history_ms (the longest window + KEPT_MS) past their time
+        return Room(0, Rejection.CAP_EXCEEDED)
+    lo, hi = ask.at_ms - cap.window_ms, ask.at_ms + cap.window_ms
+    near = [grant for side in cap.sides for grant in book.history(side, ask.currency, ask.user, lo, hi)]
+    return rolling_room(cap.units, cap.window_ms, ask.at_ms, near)
+
+
+def grant(units: int, rooms: Sequence[Room]) -> Grant:
+    """The part of a payout of `units` that every rule's room lets through. The least room cuts it; among equal
     rooms a budget is named before a cap (the project's own limit, whatever the user's)."""
     if not rooms:
-        return Grant(amount, None)
-    least = min(rooms, key=lambda room: (room.amount, room.rule != Rejection.BUDGET_EXHAUSTED))
-    if least.amount >= amount:
-        return Grant(amount, None)
-    return Grant(max(least.amount, ZERO), least.rule)
+        return Grant(units, None)
+    least = min(rooms, key=lambda room: (room.units, room.rule != Rejection.BUDGET_EXHAUSTED))
+    return Grant(units, None) if least.units >= units else Grant(least.units, least.rule)
 
 
-def total_room(limit: Decimal, used: Decimal, rule: Rejection) -> Room:
-    """A budget's, or a calendar-month or all-time cap's room: the limit less what it counted already."""
-    return Room(EXACT.subtract(limit, used), rule)
+def total_room(limit: int, used: int, rule: Rejection) -> Room:
+    """A budget's, or a calendar-month or all-time cap's room: the limit less what it counted already (none once it
+    counted as much: a limit lowered below its count)."""
+    return Room(max(limit - used, 0), rule)
 
 
-def rolling_room(cap: Decimal, window_ms: int, at_ms: int, granted: Sequence[tuple[int, Decimal]]) -> Room:
+def rolling_room(cap: int, window_ms: int, at_ms: int, granted: Sequence[tuple[int, int]]) -> Room:
     """A rolling cap's room for a payout whose event happened at `at_ms`: `cap` less the most any window of
-    `window_ms` holding `at_ms` holds already. `granted`: the user's grants under this cap as (event time, amount),
+    `window_ms` holding `at_ms` holds already. `granted`: the user's grants under this cap as (event time, units),
     in any order; only those in (at − W, at + W) can share a window with the payout.
 
     A window is (e − W, e]; it holds t when e is in [t, t + W). Its sum only grows at a grant's time, so the most is
@@ -63,18 +221,25 @@ def rolling_room(cap: Decimal, window_ms: int, at_ms: int, granted: Sequence[tup
     grants sorted by time."""
     near = sorted((t, a) for t, a in granted if at_ms - window_ms < t < at_ms + window_ms)
     ends = [at_ms, *(t for t, _ in near if t > at_ms)]
-    most, total, start, stop = ZERO, ZERO, 0, 0
+    most = total = start = stop = 0
     for end in ends:  # ascending: at_ms first, then the later grants' times in order
         while stop < len(near) and near[stop][0] <= end:
-            total = EXACT.add(total, near[stop][1])
+            total += near[stop][1]
             stop += 1
         while start < stop and near[start][0] <= end - window_ms:
-            total = EXACT.subtract(total, near[start][1])
+            total -= near[start][1]
             start += 1
         most = max(most, total)
-    return Room(EXACT.subtract(cap, most), Rejection.CAP_EXCEEDED)
+    return Room(max(cap - most, 0), Rejection.CAP_EXCEEDED)
 
 
 def calendar_month(at_ms: int) -> str:
     """The UTC month an event time falls in (`2026-11`): the key of a calendar-month cap's counter."""
     return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m")
+
+
+def month_end_ms(at_ms: int) -> int:
+    """The first millisecond after the UTC month of `at_ms`: its counters are kept KEPT_MS past it."""
+    start = datetime.fromtimestamp(at_ms / 1000, UTC)
+    following = datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
+    return int(following.timestamp() * 1000)

@@ -49,6 +49,23 @@ def parse_amount(value: object) -> Decimal:
     return Decimal(text)
 
 
+# API.md §8's durations: an integer and a unit, at most 3650 days.
+_DURATION = re.compile(r"([1-9][0-9]{0,9})([smhd])", re.ASCII)
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DURATION_MS = 3650 * _UNIT_MS["d"]
+
+
+def parse_duration_ms(value: object) -> int:
+    """A duration (`90d`, `12h`, `30m`, `45s`) in milliseconds, or LimitError saying why."""
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise LimitError("must be a positive integer followed by s, m, h or d (like 30d)")
+    duration = int(match[1]) * _UNIT_MS[match[2]]
+    if duration > MAX_DURATION_MS:
+        raise LimitError("must be at most 3650 days")
+    return duration
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:40] + "…")
 

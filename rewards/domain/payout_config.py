@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from rewards.domain.limits import LimitError, check_label, parse_amount
+from rewards.domain.limits import LimitError, check_label, parse_amount, parse_duration_ms
 from rewards.domain.timestamps import InvalidTimestamp, format_timestamp, parse_time_ms
 
 
@@ -198,6 +198,48 @@ def _contract_address(value: str) -> str:
 ContractAddress = Annotated[str, AfterValidator(_contract_address)]
 
 
+def _window(value: object) -> object:
+    """A cap's window as written (`30d`, `calendar_month`, `all_time`), checked: API.md §8's durations grammar."""
+    if isinstance(value, str) and value not in NAMED_WINDOWS:
+        try:
+            parse_duration_ms(value)
+        except LimitError as exc:
+            raise ValueError(f"window {exc}, or one of {', '.join(NAMED_WINDOWS)}") from exc
+    return value
+
+
+NAMED_WINDOWS = ("calendar_month", "all_time")
+MAX_LIMITS = 100  # caps, and budgets: each a few counters per payout (rewards.domain.allotment)
+Window = Annotated[str, Field(max_length=16), AfterValidator(_window)]
+LimitCurrency = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(str.lower)]
+
+
+class _Limit(_Strict):
+    currency: LimitCurrency  # "point", or a token's address (any case: payouts' currencies are matched in lowercase)
+    amount: Amount
+
+    @model_validator(mode="after")
+    def _raw_token_units(self) -> "_Limit":
+        if self.currency != "point" and self.amount != self.amount.to_integral_value():
+            raise ValueError("a token's amount is a raw integer of its smallest unit (API.md §0)")
+        return self
+
+
+class Cap(_Limit):
+    """The most a user earns in a currency over a window (API.md §8): as the user, as a referrer, or both."""
+
+    applies_to: Literal["end_user", "referrer", "wallet"]
+    window: Window
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.applies_to, self.currency, self.window
+
+
+class Budget(_Limit):
+    """The most the project pays in a currency, all time (API.md §8)."""
+
+
 class PayoutConfig(_Strict):
     default_tier: str | None = None
     tiers: list[Tier] = []
@@ -213,6 +255,23 @@ class PayoutConfig(_Strict):
     # API.md §7: the published client's signed writes must carry their user's valid signature (off: the signatures
     # are stored, not checked). What is signed, by whom, and what verifies: rewards.domain.signatures.
     verify_signatures: bool = False
+    # API.md §8: enforced by the workers' allotment (rewards.domain.allotment, docs/architecture.md).
+    caps: list[Cap] = Field([], max_length=MAX_LIMITS)
+    budgets: list[Budget] = Field([], max_length=MAX_LIMITS)
+
+    @field_validator("caps")
+    @classmethod
+    def _unique_caps(cls, caps: list[Cap]) -> list[Cap]:
+        if len({cap.key for cap in caps}) != len(caps):
+            raise ValueError("each (applies_to, currency, window) may appear in one cap only")
+        return caps
+
+    @field_validator("budgets")
+    @classmethod
+    def _unique_budgets(cls, budgets: list[Budget]) -> list[Budget]:
+        if len({budget.currency for budget in budgets}) != len(budgets):
+            raise ValueError("each currency may have one budget only")
+        return budgets
 
     @field_validator("tiers")
     @classmethod

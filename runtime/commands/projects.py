@@ -66,7 +66,7 @@ def project_config(
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Load the payout configuration (docs/api.md §6) from a JSON or YAML file."""
-    from ingest_api.projects.service import config_json, parse_config
+    from ingest_api.projects.service import config_json, parse_config, store_config
     from rewards.domain.payout_config import InvalidConfig
     from rewards.web.errors import validation_messages
 
@@ -81,9 +81,10 @@ def project_config(
             return False
         # Whether the project has conversions is the warehouse's to say, which the running server holds: a change of
         # the volume currency goes through PUT /projects/config, which checks (docs/api.md §6).
-        if config.volume_currency != (await state.get_config(project)).volume_currency:
+        stored = await state.get_config(project)
+        if config.volume_currency != stored.volume_currency:
             fail("volume_currency changes through PUT /projects/config only (it checks the project has no conversions)")
-        await state.put_config(project, config)
+        await store_config(state, project, stored, config)
         return True
 
     if not with_state(data_dir, put):

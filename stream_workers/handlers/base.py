@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from rewards.adapters import dedup_archive
 from rewards.domain import payouts as engine
+from rewards.domain.allotment import Limits
 from rewards.domain.payout_config import EMPTY_CONFIG
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
@@ -41,6 +42,7 @@ class Project:
     blocklisted: set[User] = field(default_factory=set)
     # The tracking ids of the referred users and their referrers among them (the self-referral signal).
     tracking: dict[User, set[str]] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)  # its caps and budgets (API.md §8)
 
 
 @dataclass(frozen=True)

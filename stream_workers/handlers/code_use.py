@@ -53,12 +53,11 @@ class CodeUse(Handler):
         # The edge refuses uses by or of a blocklisted user (403); one blocked since is refused here (API.md §8).
         same = integrity.self_referrers(referred, [owner], project.tracking)
         verdicts = integrity.screen(payouts, referred, project.blocklisted, same) if payouts else None
-        payout_rows = rows.source_rows(source, payouts, created, verdicts)
         referral = referral_row(record)
         written = self.written_row(record)
         _count_use(record, referred, project.referrals)  # last: it counts the use in
         writes.rows["referrals"].append(referral)
-        writes.add_payouts(record.project_id, payout_rows)
+        writes.add_source(source, payouts, created, verdicts, project.limits)
         writes.rows["dedup_ids"].append(written)
 
     def set_aside(self, record: CodeUseRecord, writes: Writes) -> None:

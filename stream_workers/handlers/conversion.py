@@ -57,12 +57,11 @@ class Conversion(Handler):
         source = rows.PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms, code)
         payouts, volumes = _effects(record, user, project)
         verdicts = _verdicts(payouts, user, project)
-        payout_rows = rows.source_rows(source, payouts, created, verdicts)
         volume_rows = rows.volume_rows(source, volumes)
         written = self.written_row(record)
         writes.rows["conversions"].append(conversion)
         writes.processed[record.project_id].append(record.dedup_id)
-        writes.add_payouts(record.project_id, payout_rows)
+        writes.add_source(source, payouts, created, verdicts, project.limits)
         writes.rows["affiliate_volumes"] += volume_rows
         writes.rows["dedup_ids"].append(written)
 

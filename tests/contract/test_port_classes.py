@@ -5,6 +5,7 @@ import pytest
 
 from rewards.adapters.embedded import sqlite_state
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
+from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
@@ -13,6 +14,7 @@ from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
 from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
 from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
+from rewards.adapters.production.redis_state.allotment import RedisAllotmentStore
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
 from rewards.adapters.production.redis_state.ingest import RedisIngestStore
 from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
@@ -21,6 +23,7 @@ from rewards.adapters.production.redis_state.referrals import RedisReferralStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
 from rewards.ports import (
     AffiliateStore,
+    AllotmentStore,
     ClaimCheckStore,
     IngestStore,
     IntegrityStore,
@@ -30,12 +33,16 @@ from rewards.ports import (
 )
 from tests.contract.support import assert_implements
 
-PORTS = [ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore]
+PORTS = [
+    ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore,
+    AllotmentStore,
+]  # fmt: skip
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
-                                    SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore],
+                                    SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore,
+                                    SqliteAllotmentStore],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
-                                  RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore],
+                                  RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore],
 }  # fmt: skip
 
 

@@ -374,7 +374,7 @@ def test_the_signer_key_is_write_only(api):
     assert put.status_code == 200 and SIGNER_KEY[2:] not in put.text.lower()
     expected = {"tiers": [], "conversions": [], "campaigns": [], "claim_contract_address": CONTRACT,
                 "claim_signer_address": SIGNER.lower(), "verify_signatures": False,
-                "volume_currency": {"name": "USD"}}  # fmt: skip
+                "volume_currency": {"name": "USD"}, "caps": [], "budgets": []}  # fmt: skip
     assert put.json() == expected
     shown = api.get("/projects/config")
     assert shown.json() == expected and SIGNER_KEY[2:] not in shown.text.lower()

@@ -44,6 +44,16 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:blocklist_by_time             zset    <user> → when it was blocked (ms): the blocklist's pages
     rw:{p}:track_ids:<user>              zset    every tracking id bound to the user → when that binding expires (ms);
                                                  the key's TTL: its latest (API.md §8's self-referral signal)
+    rw:{p}:al:grants                     hash    payout id → "<units>|<rule>": its grant under caps and budgets
+                                                 (API.md §8) until its rows are written (rewards.domain.allotment)
+    rw:{p}:al:grants_at                  zset    payout id → when granted (ms): grants never forgotten are dropped
+                                                 35 days on
+    rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
+    rw:{p}:al:total                      hash    <side>|<currency>|<user> → units granted all time (capped currencies)
+    rw:{p}:al:month:<YYYY-MM>            hash    <side>|<currency>|<user> → units granted in that UTC month (TTL: 35
+                                                 days past the month)
+    rw:{p}:al:hist:<side>|<currency>|<user>  zset  "<payout id>|<units>" → event time (ms): a rolling cap's grants,
+                                                 kept the longest window + 35 days
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
@@ -151,6 +161,11 @@ class ProjectKeys:
 
     def blocklist_by_time(self) -> str:
         return self._key("blocklist_by_time")
+
+    def allotment(self, name: str = "") -> str:
+        """A key of caps and budgets (`grants`, `grants_at`, `paid`, `total`), or with no name the prefix of the rest
+        (the month and rolling counters, named by the allot script)."""
+        return self._key("al", name)
 
     def referral_removals(self) -> str:
         return self._key("referral_removals")

@@ -89,6 +89,7 @@ class Scripts:
     unblock_user: AsyncScript
     blocklist_page: AsyncScript
     bind_tracking_id: AsyncScript
+    allot: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

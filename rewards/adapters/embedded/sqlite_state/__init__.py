@@ -3,6 +3,7 @@ referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py) over a shar
 SqliteStateStore is all of them on one database."""
 
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
+from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
@@ -21,8 +22,9 @@ class SqliteStateStore(
     SqliteClaimCheckStore,
     SqliteTrackingStore,
     SqliteIntegrityStore,
+    SqliteAllotmentStore,
 ):
     """The reference adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore and IntegrityStore, each a class of this package, sharing
-    one database. Its constructor is SqliteIngestStore's (the one port with settings: the dedup and Idempotency-Key
-    windows)."""
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore and AllotmentStore, each a class of
+    this package, sharing one database. Its constructor is SqliteIngestStore's (the one port with settings: the dedup
+    and Idempotency-Key windows)."""

@@ -1,6 +1,6 @@
 """StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role, a class for each port
-(projects.py, affiliates.py, referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py) over a shared base
-(base.py: the client, its scripts, the outbox); RedisStateStore is all of them on one client.
+(projects.py, affiliates.py, referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py) over a
+shared base (base.py: the client, its scripts, the outbox); RedisStateStore is all of them on one client.
 
 Behaves as SqliteStateStore (the reference), with one difference in shape: a SQLite transaction can
 stay open while the block publishes, a Redis change cannot. So each context manager applies its
@@ -18,6 +18,7 @@ from redis.backoff import NoBackoff
 
 from rewards.adapters.production.redis_client import open_redis
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
+from rewards.adapters.production.redis_state.allotment import RedisAllotmentStore
 from rewards.adapters.production.redis_state.base import StateChanging
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
 from rewards.adapters.production.redis_state.ingest import BatchInFlight, RedisIngestStore
@@ -39,10 +40,11 @@ class RedisStateStore(
     RedisClaimCheckStore,
     RedisTrackingStore,
     RedisIntegrityStore,
+    RedisAllotmentStore,
 ):
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore and IntegrityStore, each a class of this package, sharing
-    one client.
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore and AllotmentStore, each a class of this
+    package, sharing one client.
     Its constructor is RedisIngestStore's (the one port with settings: the dedup windows and archive)."""
 
 

@@ -1,0 +1,63 @@
+"""AllotmentStore on Redis: rewards.domain.allotment's rule in one Lua script per call (lua/allot.lua), every key in
+the project's slot, so a cap or budget is counted by one atomic step whatever the number of workers."""
+
+import json
+from collections.abc import Mapping, Sequence
+
+from rewards.adapters.production.redis_keys import ProjectKeys, user_field
+from rewards.adapters.production.redis_state.base import RedisStateBase
+from rewards.domain import allotment
+from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, Ask, Grant, Limits, UnseededBudgets
+from rewards.domain.integrity import Rejection
+from rewards.domain.timestamps import now_ms
+
+
+def _limits(limits: Limits) -> str:
+    caps = {
+        currency: [[list(cap.sides), str(cap.units), cap.window, cap.window_ms] for cap in rules]
+        for currency, rules in limits.caps.items()
+    }
+    history = {currency: kept for currency in limits.caps if (kept := limits.history_ms(currency))}
+    budgets = {currency: str(units) for currency, units in limits.budgets.items()}
+    document = {"budgets": budgets, "caps": caps, "history": history, "kept_ms": KEPT_MS}
+    return json.dumps({**document, "grants_kept_ms": GRANTS_KEPT_MS})
+
+
+def _ask(ask: Ask) -> list:
+    month_kept = allotment.month_end_ms(ask.at_ms) + KEPT_MS
+    month = allotment.calendar_month(ask.at_ms)
+    return [ask.payout_id, user_field(ask.user), ask.side, ask.currency, str(ask.units), ask.at_ms, month, month_kept]
+
+
+class RedisAllotmentStore(RedisStateBase):
+    """The production adapter of rewards.ports.AllotmentStore."""
+
+    async def allot(
+        self, project_id: str, limits: Limits, asks: Sequence[Ask], seeds: Mapping[str, int] | None = None
+    ) -> list[Grant]:
+        k = ProjectKeys(project_id)
+        keys = [k.allotment("grants"), k.allotment("grants_at"), k.allotment("paid"), k.allotment("total")]
+        seeded = json.dumps({currency: str(units) for currency, units in (seeds or {}).items()})
+        args = [k.allotment(), now_ms(), _limits(limits), seeded, json.dumps([_ask(ask) for ask in asks])]
+        answer = await self._scripts.allot(keys=keys, args=args)
+        if answer[0] == "unseeded":
+            raise UnseededBudgets(answer[1:])
+        return [
+            Grant(int(answer[i]), Rejection(answer[i + 1]) if answer[i + 1] else None) for i in range(1, len(answer), 2)
+        ]
+
+    async def forget_grants(self, project_id: str, payout_ids: Sequence[str]) -> None:
+        if payout_ids:
+            k = ProjectKeys(project_id)
+            await self._redis.hdel(k.allotment("grants"), *payout_ids)
+            await self._redis.zrem(k.allotment("grants_at"), *payout_ids)
+
+    async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
+        if not currencies:
+            return {}
+        found = await self._redis.hmget(ProjectKeys(project_id).allotment("paid"), list(currencies))
+        return {currency: int(units) for currency, units in zip(currencies, found, strict=True) if units is not None}
+
+    async def reset_budgets(self, project_id: str, currencies: Sequence[str]) -> None:
+        if currencies:
+            await self._redis.hdel(ProjectKeys(project_id).allotment("paid"), *currencies)

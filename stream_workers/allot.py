@@ -1,0 +1,89 @@
+"""The allot step of a delivery (between compute and write): what caps and budgets let through of its payouts
+(API.md §8), asked of the state store in one atomic call per project (rewards.ports.AllotmentStore), then the rows.
+
+A payout granted less than it asked becomes two rows under one id: the part paid, and the rest rejected with the rule
+that cut it (`cap_exceeded`, `budget_exhausted`). The grants are kept by payout id until the rows are written
+(`forget` runs in the delivery's mark), so a delivery computed again after a crash gets the same grants and counts
+nothing twice; once written, its records are never computed again (stream_workers.written)."""
+
+from decimal import Decimal
+
+from rewards.domain.allotment import Ask, Grant, Limits, UnseededBudgets, currency_key, from_units, side_of, to_units
+from rewards.domain.integrity import Rejection
+from rewards.ports import StateStore, Warehouse
+from stream_workers import rows
+from stream_workers.handlers.base import Project, Unusable
+from stream_workers.writes import Capped, Writes
+
+# What a budget set since the last payout in its currency starts from: everything the warehouse holds paid in it.
+PAID_IN = """
+SELECT lower(currency) AS cur, toString(sum(amount)) AS paid FROM payouts
+WHERE project_id = {project:String} AND lower(currency) IN {currencies:Array(String)}
+GROUP BY cur
+"""
+
+
+async def allot(
+    writes: Writes, projects: dict[str, Project | Unusable], state: StateStore, warehouse: Warehouse
+) -> None:
+    """Turn the delivery's capped payouts (Writes.capped) into rows, as their grants allow."""
+    for project_id, capped in writes.capped.items():
+        limits = projects[project_id].limits
+        asks = [ask for source in capped for ask in _asks(source, limits)]
+        granted = await _granted(state, warehouse, project_id, limits, asks)
+        grants = dict(zip((ask.payout_id for ask in asks), granted, strict=True))
+        for source in capped:
+            cuts = _cuts(source, grants)
+            writes.add_payouts(project_id, rows.source_rows(source.source, source.payouts, source.created_ms,
+                                                            source.verdicts, cuts))  # fmt: skip
+        writes.allotted[project_id] += list(grants)
+    writes.capped.clear()
+
+
+async def forget(writes: Writes, state: StateStore) -> None:
+    """Once the rows are written: their grants are no longer needed (their records are never computed again)."""
+    for project_id, payout_ids in writes.allotted.items():
+        await state.forget_grants(project_id, payout_ids)
+
+
+def _asks(capped: Capped, limits: Limits) -> list[Ask]:
+    found = []
+    for index, payout in enumerate(capped.payouts):
+        currency = currency_key(payout.currency)
+        refused = capped.verdicts is not None and capped.verdicts[index] is not None
+        if refused or payout.amount == 0 or not limits.governs(currency):
+            continue
+        found.append(
+            Ask(
+                rows.payout_id(capped.source, index),
+                payout.recipient,
+                side_of(payout),
+                currency,
+                to_units(payout.amount, currency),
+                capped.source.happened_at_ms,
+            )
+        )
+    return found
+
+
+def _cuts(capped: Capped, grants: dict[str, Grant]) -> dict[int, tuple[Decimal, Rejection]]:
+    cuts = {}
+    for index, payout in enumerate(capped.payouts):
+        granted = grants.get(rows.payout_id(capped.source, index))
+        if granted is not None and granted.rejection is not None:
+            cuts[index] = (from_units(granted.units, currency_key(payout.currency)), granted.rejection)
+    return cuts
+
+
+async def _granted(
+    state: StateStore, warehouse: Warehouse, project_id: str, limits: Limits, asks: list[Ask]
+) -> list[Grant]:
+    if not asks:
+        return []
+    try:
+        return await state.allot(project_id, limits, asks)
+    except UnseededBudgets as unseeded:
+        found = await warehouse.query(PAID_IN, {"project": project_id, "currencies": unseeded.currencies})
+        paid = {row["cur"]: to_units(Decimal(row["paid"]), row["cur"]) for row in found}
+        seeds = {currency: paid.get(currency, 0) for currency in unseeded.currencies}
+        return await state.allot(project_id, limits, asks, seeds)

@@ -1,0 +1,164 @@
+"""The AllotmentStore contract: caps and budgets counted in one atomic step (API.md §8), to the smallest unit, on
+SQLite and Redis (its Lua script), and with `-m cluster` on a Redis Cluster. Both adapters give exactly the grants
+of the reference rule (rewards.domain.allotment.allot over tests.support.allotment.MemoryBook)."""
+
+import asyncio
+import random
+
+import pytest
+
+from rewards.domain import allotment
+from rewards.domain.allotment import DAY_MS, Ask, CapRule, Grant, Limits, UnseededBudgets
+from rewards.domain.integrity import Rejection
+from rewards.domain.payouts import User
+from rewards.domain.timestamps import now_ms
+from rewards.ports import AllotmentStore
+from tests.contract.support import assert_implements, user
+from tests.support.allotment import MemoryBook
+
+# Frozen for the rule (so the reference agrees), near Redis's own clock (which expires the counters).
+NOW = now_ms()
+CAP, BUDGET = Rejection.CAP_EXCEEDED, Rejection.BUDGET_EXHAUSTED
+POINT, TOKEN = "point", "0x" + "ab" * 20
+END, REF, WALLET = ("end_user",), ("referrer",), ("end_user", "referrer")
+E18 = 10**18
+
+
+@pytest.fixture(autouse=True)
+def frozen_now(monkeypatch):
+    from rewards.adapters.embedded.sqlite_state import allotment as sqlite_allotment
+    from rewards.adapters.production.redis_state import allotment as redis_allotment
+
+    for module in (sqlite_allotment, redis_allotment):
+        monkeypatch.setattr(module, "now_ms", lambda: NOW)
+
+
+def ask(n: int, units: int, who: User | None = None, side: str = "end_user", currency: str = POINT, at: int = NOW):
+    return Ask(f"conversion:e{n}:0", who or user(1), side, currency, units, at)
+
+
+def test_has_the_port(store: AllotmentStore):
+    assert_implements(type(store), AllotmentStore)
+
+
+async def test_a_budget_is_seeded_once_then_cut_to_the_unit(store: AllotmentStore, pid: str, other_pid: str):
+    limits = Limits(budgets={POINT: 10 * E18})
+    with pytest.raises(UnseededBudgets) as refused:
+        await store.allot(pid, limits, [ask(1, E18)])
+    assert refused.value.currencies == [POINT]
+    assert await store.budgets_paid(pid, [POINT]) == {}  # nothing counted
+    assert await store.allot(pid, limits, [ask(1, 4 * E18)], seeds={POINT: 5 * E18}) == [Grant(4 * E18, None)]
+    assert await store.allot(pid, limits, [ask(2, E18), ask(3, 1)]) == [Grant(E18, None), Grant(0, BUDGET)]
+    assert await store.budgets_paid(pid, [POINT, TOKEN]) == {POINT: 10 * E18}
+    assert await store.budgets_paid(other_pid, [POINT]) == {}  # nothing crosses projects
+    await store.reset_budgets(pid, [POINT])
+    assert await store.budgets_paid(pid, [POINT]) == {}
+
+
+async def test_a_grant_is_counted_once_until_forgotten(store: AllotmentStore, pid: str):
+    limits = Limits(budgets={TOKEN: 1000})
+    first = await store.allot(pid, limits, [ask(1, 600, currency=TOKEN), ask(2, 600, currency=TOKEN)], {TOKEN: 0})
+    assert first == [Grant(600, None), Grant(400, BUDGET)]
+    # A delivery computed again after a crash: the same grants, nothing counted twice.
+    assert await store.allot(pid, limits, [ask(1, 600, currency=TOKEN), ask(2, 600, currency=TOKEN)]) == first
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 1000}
+    await store.forget_grants(pid, ["conversion:e1:0", "conversion:e2:0"])
+    assert await store.allot(pid, limits, [ask(1, 600, currency=TOKEN)]) == [Grant(0, BUDGET)]
+
+
+async def test_caps_count_by_side_and_window(store: AllotmentStore, pid: str):
+    alice, bob = user(1), user(2)
+    limits = Limits(
+        caps={
+            POINT: (
+                CapRule(END, 10, "all_time"),
+                CapRule(WALLET, 15, "calendar_month"),
+                CapRule(REF, 4, "rolling", DAY_MS),
+            )
+        }
+    )
+    got = await store.allot(
+        pid,
+        limits,
+        [
+            ask(1, 8, alice),
+            ask(2, 8, alice),  # all-time end_user cap: 2 left
+            ask(3, 3, alice, "referrer"),
+            ask(4, 3, alice, "referrer", at=NOW - DAY_MS // 2),  # one day's window holds both: 1 left
+            ask(5, 3, alice, "referrer", at=NOW - 2 * DAY_MS),  # a day apart from both: 3, and the month's 15 is full
+            ask(6, 9, bob),
+        ],
+    )
+    assert got == [
+        Grant(8, None),
+        Grant(2, CAP),
+        Grant(3, None),
+        Grant(1, CAP),
+        Grant(1, CAP),  # the wallet's month: 8 + 2 + 3 + 1 = 14 of 15
+        Grant(9, None),
+    ]
+
+
+async def test_what_cannot_be_checked_is_refused(store: AllotmentStore, pid: str):
+    limits = Limits(
+        caps={POINT: (CapRule(END, 100, "rolling", 7 * DAY_MS),), TOKEN: (CapRule(END, 5, "calendar_month"),)}
+    )
+    old = NOW - allotment.KEPT_MS
+    assert await store.allot(pid, limits, [ask(1, 1, at=old), ask(2, 1, currency=TOKEN, at=old - 31 * DAY_MS)]) == [
+        Grant(0, CAP),
+        Grant(0, CAP),
+    ]
+    assert await store.allot(pid, limits, [ask(3, 1, at=old + 1)]) == [Grant(1, None)]
+
+
+async def test_units_past_any_float_stay_exact(store: AllotmentStore, pid: str):
+    huge = 10**48 * E18  # the payout limit, in points' units
+    limits = Limits(budgets={POINT: 3 * huge + 1}, caps={POINT: (CapRule(WALLET, 2 * huge, "rolling", 30 * DAY_MS),)})
+    got = await store.allot(
+        pid, limits, [ask(1, huge), ask(2, huge, at=NOW - 1), ask(3, huge, user(2)), ask(4, huge, user(3))], {POINT: 0}
+    )
+    assert got == [Grant(huge, None), Grant(huge, None), Grant(huge, None), Grant(1, BUDGET)]
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: 3 * huge + 1}
+
+
+async def test_concurrent_calls_never_pass_a_budget(store: AllotmentStore, pid: str):
+    limits = Limits(budgets={POINT: 1000 * E18 + 7}, caps={POINT: (CapRule(WALLET, 300 * E18, "all_time"),)})
+    await store.allot(pid, limits, [], {POINT: 0})
+    batches = [[ask(b * 100 + i, E18 + i, user(i % 5)) for i in range(20)] for b in range(10)]
+    results = await asyncio.gather(*(store.allot(pid, limits, batch) for batch in batches))
+    granted = sum(g.units for grants in results for g in grants)
+    assert granted == min(sum(a.units for b in batches for a in b), 1000 * E18 + 7)
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: granted}
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_every_adapter_grants_what_the_reference_rule_grants(store: AllotmentStore, pid: str, seed: int):
+    rng = random.Random(seed)
+    users = [user(n) for n in range(1, 4)] + [User("Alice+x@Example.com", "email")]
+    windows = [("all_time", 0), ("calendar_month", 0), ("rolling", DAY_MS), ("rolling", 7 * DAY_MS)]
+    caps = {
+        currency: tuple(
+            CapRule(rng.choice([END, REF, WALLET]), rng.randrange(1, 60) * scale, *rng.choice(windows))
+            for _ in range(rng.randrange(1, 4))
+        )
+        for currency, scale in ((POINT, E18), (TOKEN, 1))
+    }
+    limits = Limits(budgets={POINT: 400 * E18, TOKEN: 10**30}, caps=caps)
+    seeds = {POINT: 7, TOKEN: 0}
+    reference = MemoryBook(seeds)
+    for delivery in range(8):
+        asks = [
+            Ask(
+                f"conversion:d{delivery}-{i}:{rng.randrange(3)}",
+                rng.choice(users),
+                rng.choice(["end_user", "referrer"]),
+                currency := rng.choice([POINT, TOKEN]),
+                rng.randrange(0, 25) * (E18 if currency == POINT else 1) + rng.randrange(2),
+                NOW - rng.randrange(0, 40 * DAY_MS) + rng.randrange(0, 3 * DAY_MS),
+            )
+            for i in range(rng.randrange(1, 30))
+        ]
+        asks += rng.sample(asks, k=min(3, len(asks)))  # repeats of a payout in one call: granted once
+        expected = allotment.allot(asks, limits, reference, NOW)
+        assert await store.allot(pid, limits, asks, seeds) == expected
+    assert await store.budgets_paid(pid, [POINT, TOKEN]) == reference.paid_units

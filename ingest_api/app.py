@@ -1,8 +1,9 @@
-"""The ingest edge: events, referral codes, project configuration and blocklist, affiliate registration, claim check
-changes."""
+"""The ingest edge: events, referral codes, project configuration, blocklist and budgets, affiliate registration, claim
+check changes."""
 
 from ingest_api.affiliates.router import router as affiliates_router
 from ingest_api.blocklist.router import router as blocklist_router
+from ingest_api.budgets.router import router as budgets_router
 from ingest_api.claim_checks.router import router as claim_checks_router
 from ingest_api.events.router import router as events_router
 from ingest_api.projects.router import router as projects_router
@@ -14,6 +15,7 @@ ROUTERS = [
     referral_codes_router,
     projects_router,
     blocklist_router,
+    budgets_router,
     affiliates_router,
     claim_checks_router,
     user_router,

@@ -11,16 +11,10 @@ from decimal import Decimal
 from rewards.domain.allotment import Ask, Grant, Limits, UnseededBudgets, currency_key, from_units, side_of, to_units
 from rewards.domain.integrity import Rejection
 from rewards.ports import StateStore, Warehouse
+from schemas.clickhouse.budgets import PAID_IN
 from stream_workers import rows
 from stream_workers.handlers.base import Project, Unusable
 from stream_workers.writes import Capped, Writes
-
-# What a budget set since the last payout in its currency starts from: everything the warehouse holds paid in it.
-PAID_IN = """
-SELECT lower(currency) AS cur, toString(sum(amount)) AS paid FROM payouts
-WHERE project_id = {project:String} AND lower(currency) IN {currencies:Array(String)}
-GROUP BY cur
-"""
 
 
 async def allot(
@@ -82,7 +76,7 @@ async def _granted(
         return []
     try:
         return await state.allot(project_id, limits, asks)
-    except UnseededBudgets as unseeded:
+    except UnseededBudgets as unseeded:  # a budget set since the last payout in its currency: from what was paid
         found = await warehouse.query(PAID_IN, {"project": project_id, "currencies": unseeded.currencies})
         paid = {row["cur"]: to_units(Decimal(row["paid"]), row["cur"]) for row in found}
         seeds = {currency: paid.get(currency, 0) for currency in unseeded.currencies}

@@ -37,7 +37,7 @@ SCOPED = {
     ("post", "/claim-checks/claims"), ("get", "/claim-checks/rewards-payouts"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("delete", "/referral_codes/{code}/referrals"), ("put", "/projects/blocklist/{user_identifier}"),
-    ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"),
+    ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
 }  # fmt: skip
 # 403 for what the rules refuse (API.md §8: a code use by or of a blocklisted user)
 REFUSED = {("patch", "/referral_codes/{code}/use")}

@@ -1,0 +1,61 @@
+"""A project's budgets (API.md §8) as GET /projects/budgets answers them: each budget of its configuration, what is
+paid in its currency (the workers' count: rewards.ports.AllotmentStore; before the first payout since the budget was
+set, what the warehouse holds paid), what of it waits in claim checks not yet claimed, and what remains."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rewards.domain.allotment import from_units
+from rewards.domain.amounts import EXACT, format_amount
+from rewards.ports import StateStore, Warehouse
+from schemas.clickhouse.budgets import PAID_IN, RESERVED_IN
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    currency: str
+    amount: Decimal
+    paid: Decimal
+    reserved: Decimal
+
+    @property
+    def remaining(self) -> Decimal:
+        """The amount less what is paid (below 0 when the budget was lowered below it)."""
+        return EXACT.subtract(self.amount, self.paid)
+
+
+async def budgets(state: StateStore, warehouse: Warehouse, project_id: str) -> list[BudgetState]:
+    config = await state.get_config(project_id)
+    currencies = [budget.currency for budget in config.budgets]
+    if not currencies:
+        return []
+    counted = await state.budgets_paid(project_id, currencies)
+    params = {"project": project_id, "currencies": currencies}
+    held = {row["cur"]: Decimal(row["paid"]) for row in await warehouse.query(PAID_IN, params)}
+    tokens = [currency for currency in currencies if currency != "point"]  # points have no claim checks
+    reserved = {}
+    if tokens:
+        found = await warehouse.query(RESERVED_IN, {**params, "currencies": tokens})
+        reserved = {row["cur"]: Decimal(row["reserved"]) for row in found}
+    return [
+        BudgetState(
+            budget.currency,
+            budget.amount,
+            from_units(counted[budget.currency], budget.currency)
+            if budget.currency in counted
+            else held.get(budget.currency, Decimal(0)),
+            reserved.get(budget.currency, Decimal(0)),
+        )
+        for budget in config.budgets
+    ]
+
+
+def budget_json(budget: BudgetState) -> dict:
+    """Decimals for points, raw integers for a token (API.md §0), as strings."""
+    return {
+        "currency": budget.currency,
+        "amount": format_amount(budget.amount),
+        "paid": format_amount(budget.paid),
+        "reserved": format_amount(budget.reserved),
+        "remaining": format_amount(budget.remaining),
+    }

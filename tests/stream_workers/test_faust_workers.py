@@ -9,6 +9,7 @@ import signal
 import socket
 import time
 import uuid
+from decimal import Decimal
 
 import httpx
 import psutil
@@ -25,7 +26,7 @@ from rewards.adapters.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.adapters.production.migrate import create_topic
 from rewards.devengines import start_clickhouse, start_kafka
 from runtime.wiring import open_embedded_state
-from schemas.records import dump_records, load_records
+from schemas.records import ConversionRecord, dump_records, load_records
 from schemas.topics import EVENTS_TOPIC, partition_key
 from tests.support.kafka_helpers import (
     PARTITIONS,
@@ -450,3 +451,83 @@ def _free_port_pair() -> int:
 def _metric(port: int, name: str) -> float:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
+# -- caps and budgets, exact across worker processes (API.md §8) -------------------------------------------------
+
+LIMITED = {
+    "default_tier": None,
+    "tiers": [],
+    "conversions": [
+        {"event_name": "purchase", "base": {"fixed": "7"}, "end_user_reward": {"rate": "1"}},
+        {"event_name": "swap", "base": {"fixed": "3"}, "end_user_reward": {"rate": "1"},
+         "currency": {"address": "0x" + "c0" * 20, "chain_id": 1, "name": "USDC", "decimals": 6}},
+    ],
+    "caps": [{"applies_to": "end_user", "currency": "point", "amount": "1000", "window": "30d"}],
+    "budgets": [{"currency": "0x" + "c0" * 20, "amount": "1000000000"}],
+}  # fmt: skip
+CAPPED_USER = "0x" + "ca" * 20
+LIMIT_SUMS = """
+SELECT currency, sum(amount) AS paid, count() AS n, uniqExact(payout_id) AS ids FROM {table:Identifier}
+WHERE project_id = {p:String} GROUP BY currency
+"""
+
+
+async def test_caps_and_budgets_hold_to_the_unit_across_worker_processes_and_a_sigkill(
+    kafka, warehouse, start_worker, tmp_path_factory
+):
+    """Three worker processes (each its own Lua calls on one Redis) take one project's records from every partition
+    at once (published straight to each partition: a project's records share one otherwise), and one of them is
+    SIGKILLed mid-way, its deliveries read again by the others: the capped user is paid exactly its cap (7 points asked
+    400 times, 1000 paid: 142 whole payouts and one cut to 6), the token budget is paid exactly (3 USDC asked 600
+    times, 1000 USDC paid), what was asked is paid + rejected to the unit, and no payout is written twice."""
+    from ingest_api.projects.service import parse_config
+    from rewards.adapters.production.redis_state import open_redis_state
+    from rewards.devengines import start_redis
+
+    redis = engine("redis", "REDIS_URL", start_redis, tmp_path_factory)
+    state = await open_redis_state(redis.url)
+    project = await state.create_project("limits")
+    await state.put_config(project, parse_config(LIMITED))
+    env = {"REWARDS_WORKER_STATE": "redis", "REDIS_URL": redis.url}
+    workers = [start_worker(f"limits-{n}", **env) for n in range(3)]
+    for worker in workers:
+        worker.wait_for_log("Worker ready")
+    now = int(time.time() * 1000)
+    records = [_limited(project, f"buy-{n}", "purchase", CAPPED_USER, now) for n in range(400)]
+    records += [_limited(project, f"swap-{n}", "swap", f"0x{n:040x}", now) for n in range(600)]
+    random.Random(7).shuffle(records)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.url)
+    await producer.start()
+    try:
+        for n, start in enumerate(range(0, len(records), 20)):
+            batch = records[start : start + 20]
+            await producer.send_and_wait(EVENTS_TOPIC, dump_records(batch), key=partition_key(project),
+                                         partition=n % PARTITIONS)  # fmt: skip
+            if n == 20:
+                workers[1].kill()  # mid-way: its deliveries, maybe allotted and not written, go to the others
+                start_worker("limits-restarted", **env)
+    finally:
+        await producer.stop()
+
+    async def all_written():
+        query = "SELECT count() AS n FROM conversions WHERE project_id = {p:String}"
+        rows = await warehouse.query(query, {"p": project})
+        assert int(rows[0]["n"]) == 1000
+
+    await eventually(all_written, timeout_s=90)
+    paid = {r["currency"]: r for r in await warehouse.query(LIMIT_SUMS, {"table": "payouts", "p": project})}
+    refused = {r["currency"]: r for r in await warehouse.query(LIMIT_SUMS, {"table": "rejected_payouts", "p": project})}
+    token = "0x" + "c0" * 20
+    assert Decimal(paid["point"]["paid"]) == 1000 and Decimal(refused["point"]["paid"]) == 400 * 7 - 1000
+    assert Decimal(paid[token]["paid"]) == 10**9 and Decimal(refused[token]["paid"]) == 600 * 3 * 10**6 - 10**9
+    for table in (paid, refused):
+        assert all(int(r["n"]) == int(r["ids"]) for r in table.values())  # no payout written twice
+    assert int(paid["point"]["n"]) == 143 and int(paid[token]["n"]) == 334  # 142 whole + 1 cut; 333 whole + 1 cut
+    assert await state.budgets_paid(project, [token]) == {token: 10**9}
+    await state.close()
+
+
+def _limited(project: str, dedup_id: str, name: str, user: str, at_ms: int) -> ConversionRecord:
+    return ConversionRecord(project_id=project, batch_id=dedup_id, dedup_id=dedup_id, name=name, user_identifier=user,
+                            user_identifier_type="evm_address", timestamp_ms=at_ms, received_ms=at_ms)  # fmt: skip

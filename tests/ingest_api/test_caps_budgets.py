@@ -161,3 +161,56 @@ def _budget(api: Api, currency: str, **expected: str) -> bool:
 def _equal(found, expected):
     assert found == expected, found
     return found
+
+
+CAP = {"applies_to": "wallet", "currency": "point", "amount": "5", "window": "7d"}
+
+
+@pytest.mark.parametrize(
+    ("caps", "budgets", "problem"),
+    [
+        ([{**CAP, "window": "0d"}], [], "window must be a positive integer"),
+        ([{**CAP, "window": "10000000d"}], [], "at most 3650 days"),
+        ([{**CAP, "window": "3651d"}], [], "at most 3650 days"),
+        ([{**CAP, "window": "7 d"}], [], "window must be"),
+        ([{**CAP, "window": "week"}], [], "window must be"),
+        ([{**CAP, "window": 7}], [], "string"),
+        ([{**CAP, "amount": "-1"}], [], "plain non-negative decimal"),
+        ([{**CAP, "amount": "1e30"}], [], "plain non-negative decimal"),
+        ([{**CAP, "amount": "1" + "0" * 30}], [], "below 10^30"),
+        ([{**CAP, "amount": "0.0000000000000000001"}], [], "18 fractional digits"),
+        ([{**CAP, "currency": "0xabc", "amount": "1.5"}], [], "raw integer"),
+        ([{**CAP, "applies_to": "everyone"}], [], "applies_to"),
+        ([CAP, {**CAP, "amount": "6"}], [], "one cap only"),
+        ([{**CAP, "window": f"{n + 1}d"} for n in range(101)], [], "at most 100"),
+        ([{**CAP, "currency": ""}], [], "currency"),
+        ([{**CAP, "extra": 1}], [], "extra"),
+        ([], [{"currency": "point", "amount": "1"}, {"currency": "POINT", "amount": "2"}], "one budget only"),
+        ([], [{"currency": "point", "amount": "-5"}], "plain non-negative decimal"),
+        ([], [{"currency": "0xabc", "amount": "0.5"}], "raw integer"),
+        ([], [{"currency": "point"}], "amount"),
+    ],
+)
+def test_bad_caps_and_budgets_are_refused_whole(capped: Api, caps, budgets, problem):
+    answer = capped.put("/projects/config", json={**CAPPED, "caps": caps, "budgets": budgets})
+    assert answer.status_code == 400 and problem in answer.text, answer.text
+    assert capped.get("/projects/config").json()["caps"] == CAPPED["caps"]  # nothing changed
+
+
+def test_odd_currencies_are_kept_exactly_and_harm_no_one(capped: Api, server):
+    odd = ['quo"te', "back\\slash", "é\u2028", "x" * 128]
+    document = {
+        **CAPPED,
+        "caps": [{**CAP, "currency": c} for c in odd],
+        "budgets": [{"currency": odd[0], "amount": "1"}],
+    }
+    assert capped.put("/projects/config", json=document).status_code == 200
+    try:
+        assert [c["currency"] for c in capped.get("/projects/config").json()["caps"]] == [c.lower() for c in odd]
+        assert capped.get("/projects/budgets").json() == [
+            {"currency": odd[0], "amount": "1", "paid": "0", "reserved": "0", "remaining": "1"}
+        ]
+        buy(capped, "odd-0", evm(40))  # the points it pays are under no cap or budget now
+        eventually(lambda: _equal(points_of(capped, evm(40)), Decimal(10)))
+    finally:
+        assert capped.put("/projects/config", json=CAPPED).status_code == 200

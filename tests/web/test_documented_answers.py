@@ -66,7 +66,9 @@ def api(embedded_server):
 def scenario(api) -> dict:
     """Alice refers Bob (a generated code) and Carol (her affiliate code, with a rebate rate); Bob refers Dave. Bob and
     Dave buy and swap; Carol buys; the checks of Bob's swaps are closed, one of them claimed."""
-    config = {**TOKEN_CONFIG, **SIGNING}
+    limits = {"budgets": [{"currency": USDC["address"], "amount": str(10**24)}],
+              "caps": [{"applies_to": "wallet", "currency": "point", "amount": "100000", "window": "30d"}]}  # fmt: skip
+    config = {**TOKEN_CONFIG, **SIGNING, **limits}
     documented("put", "/projects/config", api.put("/projects/config", json=config))
     documented("get", "/projects/config", api.get("/projects/config"))
     alice = {**typed(ALICE), "name": "Alice", "region": "EU", "audience": "traders", "tier": "gold"}
@@ -166,6 +168,7 @@ READS = [
     ("/console/health", {}),
     ("/console/points", {}),
     ("/console/claim-checks", {}),
+    ("/projects/budgets", {}),
 ]
 TEMPLATES = {
     f"/payouts/totals/{ALICE}": "/payouts/totals/{user_identifier}",

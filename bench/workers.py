@@ -12,7 +12,8 @@ ClickHouse server, Redis state), with its time split by step.
   store knows them as `accepted`).
 - **Steps:** decoding (`schemas.records.decode_message` of each message), state reads (processed marks, the
   warehouse's `dedup_ids`, configs, referral chains, tiers: `processor.plan`), computing rows (payout
-  arithmetic and row building, pure: `processor.compute`), inserting (one insert per table: `processor.write`),
+  arithmetic and row building, pure: `processor.compute`), caps and budgets (`processor.allot`: nothing without them),
+  inserting (one insert per table: `processor.write`),
   state marks (`processor.mark`). Their sum is what `process_delivery` does after decoding.
 - **Baseline, same run:** the bare cost of the same delivery without the worker's logic: parse its messages with
   `orjson.loads` and insert the same rows (computed beforehand) under a new token. Baseline and delivery alternate,
@@ -63,11 +64,21 @@ CONFIG = {
     "campaigns": [{"id": "bench", "event_names": ["purchase"], "starts_at": "2020-01-01T00:00:00Z",
                    "ends_at": "2299-01-01T00:00:00Z", "bonus": "1.5"}],
 }  # fmt: skip
-STEPS = ("decode", "state reads", "compute rows", "insert", "state marks")
+# API.md §8's caps and budgets on every payout (all in points), none of them reached: the allot step's full cost.
+LIMITS = {
+    "caps": [
+        {"applies_to": "end_user", "currency": "point", "amount": "1" + "0" * 20, "window": "30d"},
+        {"applies_to": "referrer", "currency": "point", "amount": "1" + "0" * 20, "window": "calendar_month"},
+        {"applies_to": "wallet", "currency": "point", "amount": "1" + "0" * 20, "window": "all_time"},
+    ],
+    "budgets": [{"currency": "point", "amount": "1" + "0" * 29}],
+}
+STEPS = ("decode", "state reads", "compute rows", "allot", "insert", "state marks")
 CASES = {
     "decode": "decoding (schemas.records.decode_message)",
     "state reads": "state reads (marks, dedup_ids, configs, chains, tiers)",
     "compute rows": "computing rows (payout arithmetic, row building; pure)",
+    "allot": "caps and budgets (one atomic state-store call per project)",
     "insert": "inserting (one insert per table)",
     "state marks": "state marks (processed, claim checks)",
 }
@@ -81,9 +92,10 @@ async def _run(context: Context) -> list[Figure]:
     deliveries = context.size(12, 4, 1)
     figures = []
     for shape in ("embedded", "production"):
-        async with _engines(shape, context) as (state, warehouse):
-            projects = [await _project(state, p) for p in range(PROJECTS)]
-            figures += await _measure(shape, state, warehouse, projects, deliveries)
+        for limited in (False, True):  # the same run with and without caps and budgets (issue 29: ≤ 15% more CPU)
+            async with _engines(shape, context) as (state, warehouse):
+                projects = [await _project(state, p, limited) for p in range(PROJECTS)]
+                figures += await _measure(shape, state, warehouse, projects, deliveries, limited)
     return figures
 
 
@@ -138,10 +150,11 @@ class _Project:
     users: list[str]  # evm addresses; the first REFERRED_SHARE of them are referred
 
 
-async def _project(state, number: int) -> _Project:
-    """A project with the configuration, a 4-level chain of affiliates (gold at level 1) and 5% referred users."""
+async def _project(state, number: int, limited: bool) -> _Project:
+    """A project with the configuration (and caps and budgets when `limited`), a 4-level chain of affiliates (gold at
+    level 1) and 5% referred users."""
     project_id = await state.create_project(f"bench-workers-{number}")
-    await state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    await state.put_config(project_id, PayoutConfig.model_validate({**CONFIG, **(LIMITS if limited else {})}))
     users = USERS[number * USERS_PER_PROJECT : (number + 1) * USERS_PER_PROJECT]
     chain = [User(f"0x{0xAFF000 + number * 16 + level:040x}", "evm_address") for level in range(4)]
     gold = Affiliate(f"evm_address:{chain[0].identifier}", chain[0], "L1", "active", "EU", None, "ok", "gold", now_ms())
@@ -217,6 +230,7 @@ async def _delivery(state, warehouse, messages: list[bytes], token: str, clock: 
     records = await clock.time("decode", lambda: [r for message in messages for r in decode_message(message)])
     records, projects = await clock.time("state reads", lambda: processor.plan(records, state, warehouse))
     writes = await clock.time("compute rows", lambda: processor.compute(records, projects, now_ms(), token))
+    await clock.time("allot", lambda: processor.allot(writes, projects, state, warehouse, token))
     await clock.time("insert", lambda: processor.write(writes, token, warehouse))
     await clock.time("state marks", lambda: processor.mark(writes, state))
     return writes
@@ -228,7 +242,9 @@ async def _baseline(warehouse, messages: list[bytes], writes: Writes, token: str
     await clock.time("insert", lambda: processor.write(writes, token, warehouse))
 
 
-async def _measure(shape: str, state, warehouse, projects: list[_Project], deliveries: int) -> list[Figure]:
+async def _measure(
+    shape: str, state, warehouse, projects: list[_Project], deliveries: int, limited: bool
+) -> list[Figure]:
     count = messages_per_delivery(shape)
     events = count * BATCH
     run = uuid.uuid4().hex[:8]
@@ -262,6 +278,14 @@ async def _measure(shape: str, state, warehouse, projects: list[_Project], deliv
     whole, base = us(whole_wall), us(floor_wall)
     mixed = f"{PROJECTS} projects each" if shape == "embedded" else "1 project each"
     case = f"{deliveries} deliveries of {events:,} records ({count} × {BATCH}-event messages, {mixed})"
+    if limited:  # the whole delivery's CPU and the allot step, beside the same run's figures without limits
+        return [
+            Figure("workers", f"{CASES['allot']}, wall, with 3 caps and a budget", shape, us(measured.wall["allot"]),
+                   "µs/event", baseline_name="CPU", baseline=us(measured.cpu["allot"])),
+            Figure("workers", "whole delivery, worker process CPU, with 3 caps and a budget", shape, us(whole_cpu),
+                   "µs/event", baseline_name="orjson.loads + insert of the same rows", baseline=us(floor_cpu),
+                   ratio=us(whole_cpu) / us(floor_cpu), ratio_note="× baseline"),
+        ]  # fmt: skip
     figures = [
         Figure("workers", f"{CASES[step]}, wall", shape, us(measured.wall[step]), "µs/event",
                baseline_name="CPU", baseline=us(measured.cpu[step]))

@@ -297,14 +297,20 @@ class AllotmentStore(Protocol):
     where the counters are, so that no number of workers ever lets a cap or budget be exceeded."""
 
     async def allot(
-        self, project_id: str, limits: Limits, asks: Sequence[Ask], seeds: Mapping[str, int] | None = None
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        asks: Sequence[Ask],
+        seeds: Mapping[str, int] | None = None,
     ) -> list[Grant]:
-        """Each ask's grant (rewards.domain.allotment.allot), decided and counted in one atomic step; an ask granted
-        before (its payout id known) gets its grant again, counted once. Raises UnseededBudgets, counting nothing,
+        """Each ask's grant (rewards.domain.allotment.allot), decided and counted in one atomic step, and kept under
+        the delivery's token: the same delivery asking the same again gets the same grants, counted once (asking
+        otherwise, it is counted again: more than was paid, never less). Raises UnseededBudgets, counting nothing,
         when a budget's paid counter is absent and `seeds` (units paid, by currency) does not give it."""
 
-    async def forget_grants(self, project_id: str, payout_ids: Sequence[str]) -> None:
-        """Drop the grants of payouts whose rows are written (their records are then never computed again)."""
+    async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
+        """Drop the grants of deliveries whose rows are written (their records are then never computed again)."""
 
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         """The units each of `currencies` counts paid, of those with a paid counter."""

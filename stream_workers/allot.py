@@ -2,9 +2,10 @@
 (API.md §8), asked of the state store in one atomic call per project (rewards.ports.AllotmentStore), then the rows.
 
 A payout granted less than it asked becomes two rows under one id: the part paid, and the rest rejected with the rule
-that cut it (`cap_exceeded`, `budget_exhausted`). The grants are kept by payout id until the rows are written
-(`forget` runs in the delivery's mark), so a delivery computed again after a crash gets the same grants and counts
-nothing twice; once written, its records are never computed again (stream_workers.written)."""
+that cut it (`cap_exceeded`, `budget_exhausted`). The grants are kept under the delivery's token until its rows are
+written (`forget` runs in the delivery's mark), so a delivery computed again after a crash (the same records: the
+plans keep a delivery the same) gets the same grants and counts nothing twice; once written, its records are never
+computed again (stream_workers.written)."""
 
 from decimal import Decimal
 
@@ -18,26 +19,27 @@ from stream_workers.writes import Capped, Writes
 
 
 async def allot(
-    writes: Writes, projects: dict[str, Project | Unusable], state: StateStore, warehouse: Warehouse
+    writes: Writes, projects: dict[str, Project | Unusable], state: StateStore, warehouse: Warehouse, token: str
 ) -> None:
-    """Turn the delivery's capped payouts (Writes.capped) into rows, as their grants allow."""
+    """Turn the delivery's capped payouts (Writes.capped) into rows, as their grants allow. `token`: the delivery's,
+    under which its grants are kept until `forget`."""
     for project_id, capped in writes.capped.items():
         limits = projects[project_id].limits
         asks = [ask for source in capped for ask in _asks(source, limits)]
-        granted = await _granted(state, warehouse, project_id, limits, asks)
+        granted = await _granted(state, warehouse, project_id, token, limits, asks)
         grants = dict(zip((ask.payout_id for ask in asks), granted, strict=True))
         for source in capped:
             cuts = _cuts(source, grants)
             writes.add_payouts(project_id, rows.source_rows(source.source, source.payouts, source.created_ms,
                                                             source.verdicts, cuts))  # fmt: skip
-        writes.allotted[project_id] += list(grants)
+        writes.allotted[project_id].append(token)
     writes.capped.clear()
 
 
 async def forget(writes: Writes, state: StateStore) -> None:
     """Once the rows are written: their grants are no longer needed (their records are never computed again)."""
-    for project_id, payout_ids in writes.allotted.items():
-        await state.forget_grants(project_id, payout_ids)
+    for project_id, deliveries in writes.allotted.items():
+        await state.forget_grants(project_id, deliveries)
 
 
 def _asks(capped: Capped, limits: Limits) -> list[Ask]:
@@ -70,14 +72,14 @@ def _cuts(capped: Capped, grants: dict[str, Grant]) -> dict[int, tuple[Decimal, 
 
 
 async def _granted(
-    state: StateStore, warehouse: Warehouse, project_id: str, limits: Limits, asks: list[Ask]
+    state: StateStore, warehouse: Warehouse, project_id: str, token: str, limits: Limits, asks: list[Ask]
 ) -> list[Grant]:
     if not asks:
         return []
     try:
-        return await state.allot(project_id, limits, asks)
+        return await state.allot(project_id, token, limits, asks)
     except UnseededBudgets as unseeded:  # a budget set since the last payout in its currency: from what was paid
         found = await warehouse.query(PAID_IN, {"project": project_id, "currencies": unseeded.currencies})
         paid = {row["cur"]: to_units(Decimal(row["paid"]), row["cur"]) for row in found}
         seeds = {currency: paid.get(currency, 0) for currency in unseeded.currencies}
-        return await state.allot(project_id, limits, asks, seeds)
+        return await state.allot(project_id, token, limits, asks, seeds)

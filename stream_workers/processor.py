@@ -48,7 +48,7 @@ async def process_delivery(
     `window_s`: the dedup window."""
     records, projects = await plan(delivery.records, state, warehouse, window_s)
     writes = compute(records, projects, now_ms(), delivery.token)
-    await allot(writes, projects, state, warehouse)
+    await allot(writes, projects, state, warehouse, delivery.token)
     await write(writes, delivery.token, warehouse)
     if dead_letters is not None and writes.rows["dead_letters"]:
         # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.

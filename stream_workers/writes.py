@@ -28,7 +28,7 @@ class Writes:
     failed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # conversions set aside
     new_checks: dict[str, list[ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     capped: dict[str, list[Capped]] = field(default_factory=lambda: defaultdict(list))
-    allotted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # payout ids granted
+    allotted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # tokens whose grants are kept
     payouts: int = 0
 
     def add_source(

@@ -12,17 +12,20 @@ what the rules counted so far (`Book`), grants what fits, and counts it in:
   any such window, (e − W, e] with e in [t, t + W), already holds (`rolling_room`);
 - the grant: the payout, or the least room when smaller (never below 0), and the rule that cut it.
 
-A payout is granted once: its grant is kept by payout id until its rows are written, so a delivery computed again
-after a crash gets the same grants (`Book.granted`).
+A delivery's payouts are granted once: the state store keeps a delivery's grants (those not whole) under its token
+until its rows are written, so the same delivery computed again after a crash gets the same grants, counted once
+(rewards.ports.AllotmentStore).
 
 What cannot be checked exactly is refused (`cap_exceeded`), never let through: a payout under a rolling or
 calendar-month cap whose event is older than the counters kept for it (`KEPT_MS` past the window).
 """
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import cached_property, lru_cache
 from typing import Protocol
 
 from rewards.domain.integrity import Rejection
@@ -35,7 +38,7 @@ POINT_PLACES = 18
 # How long counters outlive their window: the dedup window (a redelivery within it is recognised by its grants).
 DAY_MS = 86_400_000
 KEPT_MS = 35 * DAY_MS
-GRANTS_KEPT_MS = KEPT_MS  # a grant whose rows were never marked written (a crash after the write) is forgotten then
+GRANTS_KEPT_MS = KEPT_MS  # a delivery's grants never forgotten (a crash after its write) are dropped then
 END_USER, REFERRER = "end_user", "referrer"
 SIDES_OF = {END_USER: (END_USER,), REFERRER: (REFERRER,), "wallet": (END_USER, REFERRER)}
 ALL_TIME, CALENDAR_MONTH = "all_time", "calendar_month"
@@ -110,8 +113,15 @@ class Limits:
 
     def history_ms(self, currency: str) -> int:
         """How long a currency's grants are kept for its rolling caps (0: it has none)."""
-        rolling = [cap.window_ms for cap in self.caps.get(currency, ()) if cap.window == "rolling"]
-        return max(rolling) + KEPT_MS if rolling else 0
+        return self._history_ms.get(currency, 0)
+
+    @cached_property
+    def _history_ms(self) -> dict[str, int]:
+        kept = {}
+        for currency, caps in self.caps.items():
+            if rolling := [cap.window_ms for cap in caps if cap.window == "rolling"]:
+                kept[currency] = max(rolling) + KEPT_MS
+        return kept
 
 
 def limits_of(config: PayoutConfig) -> Limits:
@@ -129,6 +139,29 @@ def limits_of(config: PayoutConfig) -> Limits:
     return Limits(budgets, {currency: tuple(rules) for currency, rules in caps.items()})
 
 
+def fingerprint(asks: Sequence[Ask]) -> str:
+    """What a delivery asked, in a few bytes: its grants are given again only to the same asks."""
+    asked = "\x1f".join(f"{ask.payout_id}\x1e{ask.units}" for ask in asks)
+    return hashlib.blake2b(asked.encode(), digest_size=16).hexdigest()
+
+
+def cuts_of(asks: Sequence[Ask], grants: Sequence[Grant]) -> list:
+    """The grants not whole, as a delivery keeps them: [index, units (text), rule, …] flat."""
+    found: list = []
+    for index, (ask, given) in enumerate(zip(asks, grants, strict=True)):
+        if given.rejection is not None or given.units != ask.units:
+            found += [index, str(given.units), given.rejection or ""]
+    return found
+
+
+def grants_of(asks: Sequence[Ask], cuts: Sequence) -> list[Grant]:
+    """The grants a delivery kept (`cuts_of`): whole but for its cuts."""
+    grants = [Grant(ask.units, None) for ask in asks]
+    for i in range(0, len(cuts), 3):
+        grants[int(cuts[i])] = Grant(int(cuts[i + 1]), Rejection(cuts[i + 2]) if cuts[i + 2] else None)
+    return grants
+
+
 class UnseededBudgets(Exception):
     """Budgets whose paid counter the store does not hold yet (set since the last payout in their currency): the
     caller seeds them with what the warehouse holds paid, and asks again."""
@@ -141,31 +174,111 @@ class UnseededBudgets(Exception):
 class Book(Protocol):
     """What the rules counted so far, as the state store's atomic step sees it (and counts in)."""
 
-    def granted(self, payout_id: str) -> Grant | None: ...
     def paid(self, currency: str) -> int | None: ...  # None: unseeded
     def total(self, side: str, currency: str, user: User) -> int: ...
     def month(self, side: str, currency: str, user: User, month: str) -> int: ...
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]: ...
-    def record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
-        """Keep the grant by payout id; count its units in the currency's paid counter (if it has a budget) and, if it
-        has caps, in the user's all-time and month counters and, if it has rolling caps, its grants by time (kept
+    def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
+        """Count each grant's units in the currency's paid counter (if it has a budget) and, if it has caps, in the
+        user's all-time and month counters and, if it has rolling caps, in its grants by time (kept
         `limits.history_ms(currency)` past their time)."""
 
 
-def allot(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
-    """Each ask's grant, in order, each counted in before the next is decided; UnseededBudgets (nothing counted) when
-    a budget's paid counter is not in the book."""
-    if unseeded := sorted({a.currency for a in asks if a.currency in limits.budgets and book.paid(a.currency) is None}):
-        raise UnseededBudgets(unseeded)
-    grants = []
+def allot_each(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
+    """The rule: each ask's grant, in order, each counted in before the next is decided (a payout asked again in the
+    same call gets its first ask's grant, counted once); UnseededBudgets (nothing counted) when a budget's paid counter
+    is not in the book. (`allot` gives the same grants, faster.)"""
+    _check_seeded(asks, limits, book)
+    grants: list[Grant] = []
+    first: dict[str, Grant] = {}
     for ask in asks:
-        if (known := book.granted(ask.payout_id)) is not None:
-            grants.append(Grant(min(known.units, ask.units), known.rejection))  # a redelivery: counted already
+        if (earlier := first.get(ask.payout_id)) is not None:
+            grants.append(Grant(min(earlier.units, ask.units), earlier.rejection))
             continue
-        decided = grant(ask.units, rooms(ask, limits, book, now_ms))
-        book.record(ask, decided, limits)
+        decided = first[ask.payout_id] = grant(ask.units, rooms(ask, limits, book, now_ms))
+        book.record([(ask, decided)], limits)
         grants.append(decided)
     return grants
+
+
+def allot(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
+    """`allot_each`'s grants, with the common case counted in bulk: a user whose asks all fit under every cap (their
+    sum beside what the caps counted), in a currency whose budget all the currency's asks fit in, is granted them
+    whole, whatever their order (each would be granted whole one by one); only the others are decided one by one, in
+    order. So a delivery far from its limits costs a few reads per user rather than per payout."""
+    _check_seeded(asks, limits, book)
+    first: dict[str, int] = {}
+    for index, ask in enumerate(asks):
+        first.setdefault(ask.payout_id, index)
+    grants: list[Grant | None] = [None] * len(asks)
+    whole, one_by_one = _sorted_out([asks[i] for i in first.values()], limits, book, now_ms)
+    book.record([(ask, Grant(ask.units, None)) for ask in whole], limits)
+    for ask in whole:
+        grants[first[ask.payout_id]] = Grant(ask.units, None)
+    for ask in one_by_one:  # in their order
+        decided = grant(ask.units, rooms(ask, limits, book, now_ms))
+        book.record([(ask, decided)], limits)
+        grants[first[ask.payout_id]] = decided
+    for index, ask in enumerate(asks):  # a payout asked again: its first ask's grant, counted once
+        if grants[index] is None:
+            earlier = grants[first[ask.payout_id]]
+            grants[index] = Grant(min(earlier.units, ask.units), earlier.rejection)
+    return grants  # type: ignore[return-value]
+
+
+def _check_seeded(asks: Sequence[Ask], limits: Limits, book: Book) -> None:
+    if unseeded := sorted({a.currency for a in asks if a.currency in limits.budgets and book.paid(a.currency) is None}):
+        raise UnseededBudgets(unseeded)
+
+
+def _sorted_out(fresh: list[Ask], limits: Limits, book: Book, now_ms: int) -> tuple[list[Ask], list[Ask]]:
+    """The asks granted whole at once, and those to decide one by one (in order)."""
+    by_currency: dict[str, list[Ask]] = {}
+    for ask in fresh:
+        by_currency.setdefault(ask.currency, []).append(ask)
+    whole, one_by_one = [], []
+    for currency, asked in by_currency.items():
+        budget = limits.budgets.get(currency)
+        if budget is not None and (book.paid(currency) or 0) + sum(ask.units for ask in asked) > budget:
+            one_by_one += asked  # the budget may bind: order matters
+            continue
+        by_user: dict[User, list[Ask]] = {}
+        for ask in asked:
+            by_user.setdefault(ask.user, []).append(ask)
+        for own in by_user.values():
+            fits = all(_fits(cap, own, book, now_ms) for cap in limits.caps.get(currency, ()))
+            (whole if fits else one_by_one).extend(own)
+    order = {id(ask): n for n, ask in enumerate(fresh)}
+    return whole, sorted(one_by_one, key=lambda ask: order[id(ask)])
+
+
+def _fits(cap: CapRule, asks: list[Ask], book: Book, now_ms: int) -> bool:
+    """Whether one user's asks of one currency all fit under `cap` whatever their order: their sum, beside the most
+    the cap counted where any of them could meet it, is within it."""
+    covered = [ask for ask in asks if ask.side in cap.sides]
+    if not covered:
+        return True
+    asked = sum(ask.units for ask in covered)
+    user, currency = covered[0].user, covered[0].currency
+    if cap.window == ALL_TIME:
+        return sum(book.total(side, currency, user) for side in cap.sides) + asked <= cap.units
+    if cap.window == CALENDAR_MONTH:
+        if any(month_end_ms(ask.at_ms) + KEPT_MS <= now_ms for ask in covered):
+            return False
+        by_month: dict[str, int] = {}
+        for ask in covered:
+            month = calendar_month(ask.at_ms)
+            by_month[month] = by_month.get(month, 0) + ask.units
+        return all(
+            sum(book.month(side, currency, user, month) for side in cap.sides) + units <= cap.units
+            for month, units in by_month.items()
+        )
+    if any(ask.at_ms <= now_ms - KEPT_MS for ask in covered):
+        return False
+    lo = min(ask.at_ms for ask in covered) - cap.window_ms
+    hi = max(ask.at_ms for ask in covered) + cap.window_ms
+    held = sum(units for side in cap.sides for _, units in book.history(side, currency, user, lo, hi))
+    return held + asked <= cap.units
 
 
 def rooms(ask: Ask, limits: Limits, book: Book, now_ms: int) -> list[Room]:
@@ -235,11 +348,17 @@ def rolling_room(cap: int, window_ms: int, at_ms: int, granted: Sequence[tuple[i
 
 def calendar_month(at_ms: int) -> str:
     """The UTC month an event time falls in (`2026-11`): the key of a calendar-month cap's counter."""
-    return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m")
+    return _month_of_day(at_ms // DAY_MS)[0]
 
 
 def month_end_ms(at_ms: int) -> int:
     """The first millisecond after the UTC month of `at_ms`: its counters are kept KEPT_MS past it."""
-    start = datetime.fromtimestamp(at_ms / 1000, UTC)
+    return _month_of_day(at_ms // DAY_MS)[1]
+
+
+@lru_cache(maxsize=4096)
+def _month_of_day(day: int) -> tuple[str, int]:
+    """A UTC day's month and that month's end (ms), computed once per day (a per-payout hot path)."""
+    start = datetime.fromtimestamp(day * DAY_MS / 1000, UTC)
     following = datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
-    return int(following.timestamp() * 1000)
+    return start.strftime("%Y-%m"), int(following.timestamp() * 1000)

@@ -1,6 +1,6 @@
 """The AllotmentStore contract: caps and budgets counted in one atomic step (API.md §8), to the smallest unit, on
 SQLite and Redis (its Lua script), and with `-m cluster` on a Redis Cluster. Both adapters give exactly the grants
-of the reference rule (rewards.domain.allotment.allot over tests.support.allotment.MemoryBook)."""
+of the reference rule (rewards.domain.allotment.allot_each over tests.support.allotment.MemoryBook)."""
 
 import asyncio
 import random
@@ -44,26 +44,30 @@ def test_has_the_port(store: AllotmentStore):
 async def test_a_budget_is_seeded_once_then_cut_to_the_unit(store: AllotmentStore, pid: str, other_pid: str):
     limits = Limits(budgets={POINT: 10 * E18})
     with pytest.raises(UnseededBudgets) as refused:
-        await store.allot(pid, limits, [ask(1, E18)])
+        await store.allot(pid, "d1", limits, [ask(1, E18)])
     assert refused.value.currencies == [POINT]
     assert await store.budgets_paid(pid, [POINT]) == {}  # nothing counted
-    assert await store.allot(pid, limits, [ask(1, 4 * E18)], seeds={POINT: 5 * E18}) == [Grant(4 * E18, None)]
-    assert await store.allot(pid, limits, [ask(2, E18), ask(3, 1)]) == [Grant(E18, None), Grant(0, BUDGET)]
+    assert await store.allot(pid, "d1", limits, [ask(1, 4 * E18)], seeds={POINT: 5 * E18}) == [Grant(4 * E18, None)]
+    assert await store.allot(pid, "d2", limits, [ask(2, E18), ask(3, 1)]) == [Grant(E18, None), Grant(0, BUDGET)]
     assert await store.budgets_paid(pid, [POINT, TOKEN]) == {POINT: 10 * E18}
     assert await store.budgets_paid(other_pid, [POINT]) == {}  # nothing crosses projects
     await store.reset_budgets(pid, [POINT])
     assert await store.budgets_paid(pid, [POINT]) == {}
 
 
-async def test_a_grant_is_counted_once_until_forgotten(store: AllotmentStore, pid: str):
+async def test_a_delivery_is_counted_once_until_forgotten(store: AllotmentStore, pid: str):
     limits = Limits(budgets={TOKEN: 1000})
-    first = await store.allot(pid, limits, [ask(1, 600, currency=TOKEN), ask(2, 600, currency=TOKEN)], {TOKEN: 0})
+    asks = [ask(1, 600, currency=TOKEN), ask(2, 600, currency=TOKEN)]
+    first = await store.allot(pid, "d1", limits, asks, {TOKEN: 0})
     assert first == [Grant(600, None), Grant(400, BUDGET)]
-    # A delivery computed again after a crash: the same grants, nothing counted twice.
-    assert await store.allot(pid, limits, [ask(1, 600, currency=TOKEN), ask(2, 600, currency=TOKEN)]) == first
+    # The same delivery read again after a crash: the same grants, nothing counted twice.
+    assert await store.allot(pid, "d1", limits, asks) == first
     assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 1000}
-    await store.forget_grants(pid, ["conversion:e1:0", "conversion:e2:0"])
-    assert await store.allot(pid, limits, [ask(1, 600, currency=TOKEN)]) == [Grant(0, BUDGET)]
+    # A delivery asking otherwise under the same token (never, by the plans): counted again, never paid beyond.
+    assert await store.allot(pid, "d1", limits, asks[:1]) == [Grant(0, BUDGET)]
+    await store.forget_grants(pid, ["d1"])
+    assert await store.allot(pid, "d1", limits, asks) == [Grant(0, BUDGET), Grant(0, BUDGET)]
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 1000}
 
 
 async def test_caps_count_by_side_and_window(store: AllotmentStore, pid: str):
@@ -79,6 +83,7 @@ async def test_caps_count_by_side_and_window(store: AllotmentStore, pid: str):
     )
     got = await store.allot(
         pid,
+        "d",
         limits,
         [
             ask(1, 8, alice),
@@ -104,18 +109,24 @@ async def test_what_cannot_be_checked_is_refused(store: AllotmentStore, pid: str
         caps={POINT: (CapRule(END, 100, "rolling", 7 * DAY_MS),), TOKEN: (CapRule(END, 5, "calendar_month"),)}
     )
     old = NOW - allotment.KEPT_MS
-    assert await store.allot(pid, limits, [ask(1, 1, at=old), ask(2, 1, currency=TOKEN, at=old - 31 * DAY_MS)]) == [
+    assert await store.allot(
+        pid, "d", limits, [ask(1, 1, at=old), ask(2, 1, currency=TOKEN, at=old - 31 * DAY_MS)]
+    ) == [
         Grant(0, CAP),
         Grant(0, CAP),
     ]
-    assert await store.allot(pid, limits, [ask(3, 1, at=old + 1)]) == [Grant(1, None)]
+    assert await store.allot(pid, "d2", limits, [ask(3, 1, at=old + 1)]) == [Grant(1, None)]
 
 
 async def test_units_past_any_float_stay_exact(store: AllotmentStore, pid: str):
     huge = 10**48 * E18  # the payout limit, in points' units
     limits = Limits(budgets={POINT: 3 * huge + 1}, caps={POINT: (CapRule(WALLET, 2 * huge, "rolling", 30 * DAY_MS),)})
     got = await store.allot(
-        pid, limits, [ask(1, huge), ask(2, huge, at=NOW - 1), ask(3, huge, user(2)), ask(4, huge, user(3))], {POINT: 0}
+        pid,
+        "d",
+        limits,
+        [ask(1, huge), ask(2, huge, at=NOW - 1), ask(3, huge, user(2)), ask(4, huge, user(3))],
+        {POINT: 0},
     )
     assert got == [Grant(huge, None), Grant(huge, None), Grant(huge, None), Grant(1, BUDGET)]
     assert await store.budgets_paid(pid, [POINT]) == {POINT: 3 * huge + 1}
@@ -123,15 +134,15 @@ async def test_units_past_any_float_stay_exact(store: AllotmentStore, pid: str):
 
 async def test_concurrent_calls_never_pass_a_budget(store: AllotmentStore, pid: str):
     limits = Limits(budgets={POINT: 1000 * E18 + 7}, caps={POINT: (CapRule(WALLET, 300 * E18, "all_time"),)})
-    await store.allot(pid, limits, [], {POINT: 0})
+    await store.allot(pid, "d", limits, [], {POINT: 0})
     batches = [[ask(b * 100 + i, E18 + i, user(i % 5)) for i in range(20)] for b in range(10)]
-    results = await asyncio.gather(*(store.allot(pid, limits, batch) for batch in batches))
+    results = await asyncio.gather(*(store.allot(pid, "d", limits, batch) for batch in batches))
     granted = sum(g.units for grants in results for g in grants)
     assert granted == min(sum(a.units for b in batches for a in b), 1000 * E18 + 7)
     assert await store.budgets_paid(pid, [POINT]) == {POINT: granted}
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 async def test_every_adapter_grants_what_the_reference_rule_grants(store: AllotmentStore, pid: str, seed: int):
     rng = random.Random(seed)
     users = [user(n) for n in range(1, 4)] + [User("Alice+x@Example.com", "email")]
@@ -159,6 +170,6 @@ async def test_every_adapter_grants_what_the_reference_rule_grants(store: Allotm
             for i in range(rng.randrange(1, 30))
         ]
         asks += rng.sample(asks, k=min(3, len(asks)))  # repeats of a payout in one call: granted once
-        expected = allotment.allot(asks, limits, reference, NOW)
-        assert await store.allot(pid, limits, asks, seeds) == expected
+        expected = allotment.allot_each(asks, limits, reference, NOW)
+        assert await store.allot(pid, "d", limits, asks, seeds) == expected
     assert await store.budgets_paid(pid, [POINT, TOKEN]) == reference.paid_units

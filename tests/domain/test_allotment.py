@@ -6,8 +6,24 @@ from decimal import Decimal
 
 import pytest
 
-from rewards.domain.allotment import Grant, Room, calendar_month, from_units, grant, rolling_room, to_units, total_room
+from rewards.domain.allotment import (
+    Ask,
+    CapRule,
+    Grant,
+    Limits,
+    Room,
+    allot,
+    allot_each,
+    calendar_month,
+    from_units,
+    grant,
+    rolling_room,
+    to_units,
+    total_room,
+)
 from rewards.domain.integrity import Rejection
+from rewards.domain.payouts import User
+from tests.support.allotment import MemoryBook
 
 CAP, BUDGET = Rejection.CAP_EXCEEDED, Rejection.BUDGET_EXHAUSTED
 DAY = 86_400_000
@@ -85,3 +101,39 @@ def test_exact_past_any_float():
     assert rolling_room(cap, DAY, 2, granted).units == 333_333_333_333_333_335
     big = 10**65
     assert rolling_room(big * 3, DAY, 0, [(1, big), (2, big)]).units == big
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_granting_in_bulk_grants_what_the_rule_grants_one_by_one(seed):
+    """`allot` (users far from their caps granted at once) against `allot_each` (the rule, one ask after the other),
+    on random limits, users, sides, currencies, times (late and too old among them) and repeated payouts."""
+    rng = random.Random(seed)
+    now = 1_800_000_000_000
+    users = [User(f"u{n}", "email") for n in range(rng.randint(1, 4))]
+    windows = [("all_time", 0), ("calendar_month", 0), ("rolling", DAY), ("rolling", 30 * DAY)]
+    sides = [("end_user",), ("referrer",), ("end_user", "referrer")]
+    limits = Limits(
+        budgets={c: rng.randint(0, 400) for c in ("point", "t") if rng.random() < 0.6},
+        caps={
+            c: tuple(
+                CapRule(rng.choice(sides), rng.randint(0, 120), *rng.choice(windows)) for _ in range(rng.randint(1, 3))
+            )
+            for c in ("point", "t")
+            if rng.random() < 0.7
+        },
+    )
+    seeds = {c: rng.randint(0, 50) for c in limits.budgets}
+    one, bulk = MemoryBook(seeds), MemoryBook(seeds)
+    for call in range(rng.randint(1, 5)):
+        asks = [
+            Ask(f"p{call}-{n}" if rng.random() < 0.8 else f"p0-{n}", rng.choice(users),
+                rng.choice(["end_user", "referrer"]), rng.choice(["point", "t"]), rng.randint(0, 40),
+                now - rng.randint(-3 * DAY, 40 * DAY))
+            for n in range(rng.randint(1, 25))
+        ]  # fmt: skip
+        assert allot(asks, limits, bulk, now) == allot_each(asks, limits, one, now)
+    assert (bulk.paid_units, dict(bulk.totals), dict(bulk.months)) == (
+        one.paid_units,
+        dict(one.totals),
+        dict(one.months),
+    )

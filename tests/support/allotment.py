@@ -15,8 +15,8 @@ class MemoryBook:
         self.months: dict[tuple, int] = defaultdict(int)
         self.grants_by_time: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
 
-    def granted(self, payout_id: str) -> Grant | None:
-        return self.grants.get(payout_id)
+    def granted(self, payout_ids) -> dict[str, Grant]:
+        return {payout_id: self.grants[payout_id] for payout_id in payout_ids if payout_id in self.grants}
 
     def paid(self, currency: str) -> int | None:
         return self.paid_units.get(currency)
@@ -30,7 +30,11 @@ class MemoryBook:
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]:
         return [(t, u) for t, u in self.grants_by_time[side, currency, user] if after_ms < t < before_ms]
 
-    def record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
+    def record(self, granted, limits: Limits) -> None:
+        for ask, grant in granted:
+            self._record(ask, grant, limits)
+
+    def _record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
         self.grants[ask.payout_id] = grant
         if grant.units == 0:
             return

@@ -73,13 +73,14 @@ CREATE TABLE IF NOT EXISTS blocklist (
     project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, reason TEXT,
     created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, user_type, user_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS blocklist_by_time ON blocklist (project_id, created_ms);
--- Caps and budgets (API.md §8; rewards.domain.allotment): each payout's grant until its rows are written, the
--- counters (key: paid|<currency>, total|<side>|<currency>|<user>, month|<YYYY-MM>|<side>|<currency>|<user>) and each
--- rolling cap's grants (key: <side>|<currency>|<user>), in units as decimal text (they outgrow 64 bits).
-CREATE TABLE IF NOT EXISTS allot_grants (
-    project_id TEXT NOT NULL, payout_id TEXT NOT NULL, units TEXT NOT NULL, rule TEXT NOT NULL,
-    created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, payout_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS allot_grants_by_time ON allot_grants (created_ms);
+-- Caps and budgets (API.md §8; rewards.domain.allotment): each delivery's grants until its rows are written (what
+-- it asked: a fingerprint; the grants not whole: JSON), the counters (key: paid|<currency>,
+-- total|<side>|<currency>|<user>, month|<YYYY-MM>|<side>|<currency>|<user>) and each rolling cap's grants (key:
+-- <side>|<currency>|<user>), in units as decimal text (they outgrow 64 bits).
+CREATE TABLE IF NOT EXISTS allot_deliveries (
+    project_id TEXT NOT NULL, delivery TEXT NOT NULL, fingerprint TEXT NOT NULL, cuts TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, delivery)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS allot_deliveries_by_time ON allot_deliveries (created_ms);
 CREATE TABLE IF NOT EXISTS allot_counters (
     project_id TEXT NOT NULL, key TEXT NOT NULL, units TEXT NOT NULL, expires_ms INTEGER,
     PRIMARY KEY (project_id, key)) WITHOUT ROWID;

@@ -44,10 +44,11 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:blocklist_by_time             zset    <user> → when it was blocked (ms): the blocklist's pages
     rw:{p}:track_ids:<user>              zset    every tracking id bound to the user → when that binding expires (ms);
                                                  the key's TTL: its latest (API.md §8's self-referral signal)
-    rw:{p}:al:grants                     hash    payout id → "<units>|<rule>": its grant under caps and budgets
-                                                 (API.md §8) until its rows are written (rewards.domain.allotment)
-    rw:{p}:al:grants_at                  zset    payout id → when granted (ms): grants never forgotten are dropped
-                                                 35 days on
+    rw:{p}:al:deliveries                 hash    delivery token → "<fingerprint>\n<cuts JSON>": its grants under caps
+                                                 and budgets (API.md §8) until its rows are written
+                                                 (rewards.domain.allotment)
+    rw:{p}:al:deliveries_at              zset    delivery token → when granted (ms): grants never forgotten are
+                                                 dropped 35 days on
     rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
     rw:{p}:al:total                      hash    <side>|<currency>|<user> → units granted all time (capped currencies)
     rw:{p}:al:month:<YYYY-MM>            hash    <side>|<currency>|<user> → units granted in that UTC month (TTL: 35
@@ -163,8 +164,8 @@ class ProjectKeys:
         return self._key("blocklist_by_time")
 
     def allotment(self, name: str = "") -> str:
-        """A key of caps and budgets (`grants`, `grants_at`, `paid`, `total`), or with no name the prefix of the rest
-        (the month and rolling counters, named by the allot script)."""
+        """A key of caps and budgets (`deliveries`, `deliveries_at`, `paid`, `total`), or with no name the prefix of the
+        rest (the month and rolling counters, named by the allot script)."""
         return self._key("al", name)
 
     def referral_removals(self) -> str:

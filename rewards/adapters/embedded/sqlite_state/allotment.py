@@ -1,15 +1,21 @@
 """AllotmentStore on SQLite: rewards.domain.allotment's rule over its tables (sqlite_db.SCHEMA), one IMMEDIATE
 transaction per call: no other writer, in this process or another, sees the counters between a grant and its count."""
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+
+import structlog
 
 from rewards.adapters.embedded.sqlite_state.base import SWEEP_LIMIT, SqliteStateBase
 from rewards.domain import allotment
 from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, Ask, Grant, Limits
-from rewards.domain.integrity import Rejection
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
+
+log = structlog.get_logger(__name__)
+
+_CHUNK = 400  # payout ids looked up per statement
 
 
 def _user(user: User) -> str:
@@ -17,30 +23,56 @@ def _user(user: User) -> str:
 
 
 class _SqliteBook:
-    """rewards.domain.allotment.Book on the connection of an open transaction."""
+    """rewards.domain.allotment.Book on the connection of an open transaction. What the asks may read is loaded first,
+    a statement per few hundred keys (`load`): a delivery reads each user's counters once, not per payout."""
 
     def __init__(self, c: sqlite3.Connection, project_id: str, seeds: Mapping[str, int], now: int):
         self._c, self._project, self._seeds, self._now = c, project_id, seeds, now
+        self._counters: dict[str, int | None] = {}
+        self._history: dict[str, list[tuple[int, int]]] = {}
+
+    def load(self, asks: Sequence[Ask], limits: Limits) -> None:
+        keys, history = [f"paid|{currency}" for currency in limits.budgets], set()
+        for ask in asks:
+            if ask.currency not in limits.caps:
+                continue
+            user, month = _user(ask.user), allotment.calendar_month(ask.at_ms)
+            for side in (allotment.END_USER, allotment.REFERRER):
+                keys += [f"total|{side}|{ask.currency}|{user}", f"month|{month}|{side}|{ask.currency}|{user}"]
+                if limits.history_ms(ask.currency):
+                    history.add(f"{side}|{ask.currency}|{user}")
+        wanted = list(dict.fromkeys(keys))
+        self._counters.update(dict.fromkeys(wanted))
+        for chunk in _chunks(wanted):
+            rows = self._c.execute(
+                f"SELECT key, units FROM allot_counters WHERE project_id = ? AND key IN ({_marks(chunk)})",
+                (self._project, *chunk),
+            ).fetchall()
+            self._counters.update({row[0]: int(row[1]) for row in rows})
+        self._history.update({key: [] for key in history})
+        for chunk in _chunks(list(history)):
+            rows = self._c.execute(
+                f"SELECT key, at_ms, units FROM allot_history WHERE project_id = ? AND key IN ({_marks(chunk)})",
+                (self._project, *chunk),
+            ).fetchall()
+            for row in rows:
+                self._history[row[0]].append((row[1], int(row[2])))
 
     def _counter(self, key: str) -> int | None:
-        row = self._c.execute(
-            "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (self._project, key)
-        ).fetchone()
-        return None if row is None else int(row[0])
+        if key not in self._counters:
+            row = self._c.execute(
+                "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (self._project, key)
+            ).fetchone()
+            self._counters[key] = None if row is None else int(row[0])
+        return self._counters[key]
 
     def _add(self, key: str, units: int, expires_ms: int | None) -> None:
-        current = self._counter(key)
+        self._counters[key] = (self._counter(key) or 0) + units
         self._c.execute(
             "INSERT INTO allot_counters (project_id, key, units, expires_ms) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (project_id, key) DO UPDATE SET units = excluded.units, expires_ms = excluded.expires_ms",
-            (self._project, key, str((current or 0) + units), expires_ms),
+            (self._project, key, str(self._counters[key]), expires_ms),
         )
-
-    def granted(self, payout_id: str) -> Grant | None:
-        row = self._c.execute(
-            "SELECT units, rule FROM allot_grants WHERE project_id = ? AND payout_id = ?", (self._project, payout_id)
-        ).fetchone()
-        return None if row is None else Grant(int(row[0]), Rejection(row[1]) if row[1] else None)
 
     def seed(self, limits: Limits) -> None:
         """The paid counters of budgets that have none, from the caller's seeds."""
@@ -61,65 +93,87 @@ class _SqliteBook:
         return self._counter(f"month|{month}|{side}|{currency}|{_user(user)}") or 0
 
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]:
-        rows = self._c.execute(
-            "SELECT at_ms, units FROM allot_history WHERE project_id = ? AND key = ? AND at_ms > ? AND at_ms < ?",
-            (self._project, f"{side}|{currency}|{_user(user)}", after_ms, before_ms),
-        ).fetchall()
-        return [(row[0], int(row[1])) for row in rows]
+        key = f"{side}|{currency}|{_user(user)}"
+        if key not in self._history:
+            rows = self._c.execute(
+                "SELECT at_ms, units FROM allot_history WHERE project_id = ? AND key = ?", (self._project, key)
+            ).fetchall()
+            self._history[key] = [(row[0], int(row[1])) for row in rows]
+        return [(at, units) for at, units in self._history[key] if after_ms < at < before_ms]
 
-    def record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
-        self._c.execute(
-            "INSERT INTO allot_grants (project_id, payout_id, units, rule, created_ms) VALUES (?, ?, ?, ?, ?)",
-            (self._project, ask.payout_id, str(grant.units), grant.rejection or "", self._now),
+    def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
+        adds: dict[str, int] = {}  # counter key → units, each counter written once
+        kept: dict[str, int | None] = {}
+        history = []
+        for ask, grant in granted:
+            if grant.units == 0:
+                continue
+            if ask.currency in limits.budgets:
+                key = f"paid|{ask.currency}"
+                adds[key], kept[key] = adds.get(key, 0) + grant.units, None
+            if ask.currency not in limits.caps:
+                continue
+            user = _user(ask.user)
+            key = f"total|{ask.side}|{ask.currency}|{user}"
+            adds[key], kept[key] = adds.get(key, 0) + grant.units, None
+            key = f"month|{allotment.calendar_month(ask.at_ms)}|{ask.side}|{ask.currency}|{user}"
+            adds[key], kept[key] = adds.get(key, 0) + grant.units, allotment.month_end_ms(ask.at_ms) + KEPT_MS
+            if history_ms := limits.history_ms(ask.currency):
+                key = f"{ask.side}|{ask.currency}|{user}"
+                history.append((self._project, key, ask.at_ms, ask.payout_id, str(grant.units), ask.at_ms + history_ms))
+                self.history(ask.side, ask.currency, ask.user, 0, 0)  # loaded, before it is added to
+                self._history[key].append((ask.at_ms, grant.units))
+        for key, units in adds.items():
+            self._add(key, units, kept[key])
+        self._c.executemany(
+            "INSERT OR IGNORE INTO allot_history (project_id, key, at_ms, payout_id, units, expires_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            history,
         )
-        if grant.units == 0:
-            return
-        if ask.currency in limits.budgets:
-            self._add(f"paid|{ask.currency}", grant.units, None)
-        if ask.currency not in limits.caps:
-            return
-        user = _user(ask.user)
-        self._add(f"total|{ask.side}|{ask.currency}|{user}", grant.units, None)
-        month = allotment.calendar_month(ask.at_ms)
-        month_kept = allotment.month_end_ms(ask.at_ms) + KEPT_MS
-        self._add(f"month|{month}|{ask.side}|{ask.currency}|{user}", grant.units, month_kept)
-        if history_ms := limits.history_ms(ask.currency):
-            self._c.execute(
-                "INSERT OR IGNORE INTO allot_history (project_id, key, at_ms, payout_id, units, expires_ms)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    self._project,
-                    f"{ask.side}|{ask.currency}|{user}",
-                    ask.at_ms,
-                    ask.payout_id,
-                    str(grant.units),
-                    ask.at_ms + history_ms,
-                ),
-            )
 
 
 class SqliteAllotmentStore(SqliteStateBase):
     """The reference adapter of rewards.ports.AllotmentStore."""
 
     async def allot(
-        self, project_id: str, limits: Limits, asks: Sequence[Ask], seeds: Mapping[str, int] | None = None
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        asks: Sequence[Ask],
+        seeds: Mapping[str, int] | None = None,
     ) -> list[Grant]:
-        now = now_ms()
+        now, asked = now_ms(), allotment.fingerprint(asks)
 
         def allot(c: sqlite3.Connection) -> list[Grant]:
             _sweep(c, now, SWEEP_LIMIT)
+            kept = c.execute(
+                "SELECT fingerprint, cuts FROM allot_deliveries WHERE project_id = ? AND delivery = ?",
+                (project_id, delivery),
+            ).fetchone()
+            if kept is not None and kept[0] == asked:
+                return allotment.grants_of(asks, json.loads(kept[1]))
+            if kept is not None:
+                log.warning("a delivery asked otherwise than before: counted again", delivery=delivery)
             book = _SqliteBook(c, project_id, seeds or {}, now)
             book.seed(limits)
-            return allotment.allot(asks, limits, book, now)
+            book.load(asks, limits)
+            grants = allotment.allot(asks, limits, book, now)
+            c.execute(
+                "INSERT OR REPLACE INTO allot_deliveries (project_id, delivery, fingerprint, cuts, created_ms)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (project_id, delivery, asked, json.dumps(allotment.cuts_of(asks, grants)), now),
+            )
+            return grants
 
         return await self._db.run(allot)
 
-    async def forget_grants(self, project_id: str, payout_ids: Sequence[str]) -> None:
-        if payout_ids:
+    async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
+        if deliveries:
             await self._db.run(
                 lambda c: c.executemany(
-                    "DELETE FROM allot_grants WHERE project_id = ? AND payout_id = ?",
-                    [(project_id, payout_id) for payout_id in payout_ids],
+                    "DELETE FROM allot_deliveries WHERE project_id = ? AND delivery = ?",
+                    [(project_id, delivery) for delivery in deliveries],
                 )
             )
 
@@ -146,8 +200,17 @@ class SqliteAllotmentStore(SqliteStateBase):
         )
 
 
+def _chunks(items: list) -> list[list]:
+    return [items[start : start + _CHUNK] for start in range(0, len(items), _CHUNK)]
+
+
+def _marks(chunk: list) -> str:
+    return ", ".join("?" * len(chunk))
+
+
 def _sweep(c: sqlite3.Connection, now: int, limit: int) -> None:
-    """Counters and rolling grants past their keeping, and grants never forgotten (a crash after their rows' write)."""
+    """Counters and rolling grants past their keeping, and deliveries' grants never forgotten (a crash after their
+    write)."""
     c.execute(
         "DELETE FROM allot_counters WHERE (project_id, key) IN (SELECT project_id, key FROM allot_counters"
         " WHERE expires_ms IS NOT NULL AND expires_ms <= ? ORDER BY expires_ms LIMIT ?)",
@@ -159,7 +222,7 @@ def _sweep(c: sqlite3.Connection, now: int, limit: int) -> None:
         (now, limit),
     )
     c.execute(
-        "DELETE FROM allot_grants WHERE (project_id, payout_id) IN (SELECT project_id, payout_id FROM allot_grants"
-        " WHERE created_ms <= ? ORDER BY created_ms LIMIT ?)",
+        "DELETE FROM allot_deliveries WHERE (project_id, delivery) IN (SELECT project_id, delivery"
+        " FROM allot_deliveries WHERE created_ms <= ? ORDER BY created_ms LIMIT ?)",
         (now - GRANTS_KEPT_MS, limit),
     )

@@ -4,11 +4,12 @@ the project's slot, so a cap or budget is counted by one atomic step whatever th
 import json
 from collections.abc import Mapping, Sequence
 
+import orjson
+
 from rewards.adapters.production.redis_keys import ProjectKeys, user_field
 from rewards.adapters.production.redis_state.base import RedisStateBase
 from rewards.domain import allotment
 from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, Ask, Grant, Limits, UnseededBudgets
-from rewards.domain.integrity import Rejection
 from rewards.domain.timestamps import now_ms
 
 
@@ -33,24 +34,28 @@ class RedisAllotmentStore(RedisStateBase):
     """The production adapter of rewards.ports.AllotmentStore."""
 
     async def allot(
-        self, project_id: str, limits: Limits, asks: Sequence[Ask], seeds: Mapping[str, int] | None = None
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        asks: Sequence[Ask],
+        seeds: Mapping[str, int] | None = None,
     ) -> list[Grant]:
         k = ProjectKeys(project_id)
-        keys = [k.allotment("grants"), k.allotment("grants_at"), k.allotment("paid"), k.allotment("total")]
+        keys = [k.allotment("deliveries"), k.allotment("deliveries_at"), k.allotment("paid"), k.allotment("total")]
         seeded = json.dumps({currency: str(units) for currency, units in (seeds or {}).items()})
-        args = [k.allotment(), now_ms(), _limits(limits), seeded, json.dumps([_ask(ask) for ask in asks])]
+        asked = orjson.dumps([_ask(ask) for ask in asks])
+        args = [k.allotment(), now_ms(), _limits(limits), seeded, asked, delivery, allotment.fingerprint(asks)]
         answer = await self._scripts.allot(keys=keys, args=args)
         if answer[0] == "unseeded":
             raise UnseededBudgets(answer[1:])
-        return [
-            Grant(int(answer[i]), Rejection(answer[i + 1]) if answer[i + 1] else None) for i in range(1, len(answer), 2)
-        ]
+        return allotment.grants_of(asks, orjson.loads(answer[1]))
 
-    async def forget_grants(self, project_id: str, payout_ids: Sequence[str]) -> None:
-        if payout_ids:
+    async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
+        if deliveries:
             k = ProjectKeys(project_id)
-            await self._redis.hdel(k.allotment("grants"), *payout_ids)
-            await self._redis.zrem(k.allotment("grants_at"), *payout_ids)
+            await self._redis.hdel(k.allotment("deliveries"), *deliveries)
+            await self._redis.zrem(k.allotment("deliveries_at"), *deliveries)
 
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         if not currencies:

@@ -25,14 +25,21 @@ async def allot(
     under which its grants are kept until `forget`."""
     for project_id, capped in writes.capped.items():
         limits = projects[project_id].limits
-        asks = [ask for source in capped for ask in _asks(source, limits)]
-        granted = await _granted(state, warehouse, project_id, token, limits, asks)
-        grants = dict(zip((ask.payout_id for ask in asks), granted, strict=True))
-        for source in capped:
-            cuts = _cuts(source, grants)
-            writes.add_payouts(project_id, rows.source_rows(source.source, source.payouts, source.created_ms,
-                                                            source.verdicts, cuts))  # fmt: skip
-        writes.allotted[project_id].append(token)
+        asks, places = [], []  # each ask, and where its payout is: (its source in `capped`, its index there)
+        for number, source in enumerate(capped):
+            for index, ask in _asks(source, limits):
+                asks.append(ask)
+                places.append((number, index))
+        grants = await _granted(state, warehouse, project_id, token, limits, asks)
+        cuts: list[dict[int, tuple[Decimal, Rejection]]] = [{} for _ in capped]
+        for (number, index), ask, granted in zip(places, asks, grants, strict=True):
+            if granted.rejection is not None:
+                cuts[number][index] = (from_units(granted.units, ask.currency), granted.rejection)
+        for source, cut in zip(capped, cuts, strict=True):
+            rows_of = rows.source_rows(source.source, source.payouts, source.created_ms, source.verdicts, cut)
+            writes.add_payouts(project_id, rows_of)
+        if asks:
+            writes.allotted[project_id].append(token)
     writes.capped.clear()
 
 
@@ -42,33 +49,19 @@ async def forget(writes: Writes, state: StateStore) -> None:
         await state.forget_grants(project_id, deliveries)
 
 
-def _asks(capped: Capped, limits: Limits) -> list[Ask]:
+def _asks(capped: Capped, limits: Limits) -> list[tuple[int, Ask]]:
+    """The source's payouts that caps or budgets govern, each with its index among the source's payouts."""
     found = []
+    prefix = rows.payout_id(capped.source, "")
     for index, payout in enumerate(capped.payouts):
         currency = currency_key(payout.currency)
         refused = capped.verdicts is not None and capped.verdicts[index] is not None
         if refused or payout.amount == 0 or not limits.governs(currency):
             continue
-        found.append(
-            Ask(
-                rows.payout_id(capped.source, index),
-                payout.recipient,
-                side_of(payout),
-                currency,
-                to_units(payout.amount, currency),
-                capped.source.happened_at_ms,
-            )
-        )
+        ask = Ask(f"{prefix}{index}", payout.recipient, side_of(payout), currency, to_units(payout.amount, currency),
+                  capped.source.happened_at_ms)  # fmt: skip
+        found.append((index, ask))
     return found
-
-
-def _cuts(capped: Capped, grants: dict[str, Grant]) -> dict[int, tuple[Decimal, Rejection]]:
-    cuts = {}
-    for index, payout in enumerate(capped.payouts):
-        granted = grants.get(rows.payout_id(capped.source, index))
-        if granted is not None and granted.rejection is not None:
-            cuts[index] = (from_units(granted.units, currency_key(payout.currency)), granted.rejection)
-    return cuts
 
 
 async def _granted(

@@ -132,8 +132,8 @@ def test_granting_in_bulk_grants_what_the_rule_grants_one_by_one(seed):
             for n in range(rng.randint(1, 25))
         ]  # fmt: skip
         assert allot(asks, limits, bulk, now) == allot_each(asks, limits, one, now)
-    assert (bulk.paid_units, dict(bulk.totals), dict(bulk.months)) == (
-        one.paid_units,
-        dict(one.totals),
-        dict(one.months),
-    )
+
+    def counted(book: MemoryBook) -> tuple:  # (reading a counter of the book's makes it 0: those are left out)
+        return book.paid_units, *({k: v for k, v in d.items() if v} for d in (book.totals, book.months))
+
+    assert counted(bulk) == counted(one)

@@ -454,3 +454,15 @@ def _volumes(shop: Shop) -> dict[str, str]:
 
 def _equal(found, expected) -> None:
     assert found == expected, found
+
+
+def test_budgets_show_what_remains_on_the_payouts_page(console, shop):
+    """API.md §8 in the console: each budget with what it paid and what remains; a payout it cut among the refused."""
+    budgeted = {**CONFIG, "budgets": [{"currency": "point", "amount": "25"}]}
+    assert shop.http.put("/projects/config", json=budgeted).status_code == 200
+    shop.send(purchase("budget-1", 2, "100"), purchase("budget-2", 3, "100"))  # 10 each, 5 left
+    shop.send(purchase("budget-3", 4, "100"))  # 10 asked: cut to 5
+    console.sign_in(shop.service_key)
+    console.show("payouts")
+    console.shown("#budgets tbody tr", "points\t25\t25\t0\t0")
+    console.shown("#rejected-totals tbody tr", "budget_exhausted\tpoints\t1\t5")

@@ -228,14 +228,16 @@
     await showIntegrity();
   }
 
-  // What the rules refused, and the blocklist (read-only; a key without service_role sees the blocklist's 403).
+  // What the rules refused, the budgets and the blocklist (read-only; a key without service_role sees their 403).
   async function showIntegrity() {
-    const [integrity, blocklist] = await Promise.all([
+    const [integrity, budgets, blocklist] = await Promise.all([
       api("/console/integrity", { limit: 10 }),
+      api("/projects/budgets"),
       api("/projects/blocklist", { page_size: 25 }),
     ]);
+    const currency = (c) => (c === "point" ? "points" : shortText(c, 10));
+    showBudgets(budgets, currency);
     if (integrity.ok) {
-      const currency = (c) => (c === "point" ? "points" : shortText(c, 10));
       fillRows(
         $("#rejected-totals"),
         integrity.body.rejected.map((r) => [
@@ -266,6 +268,24 @@
         cell(`${b.user_identifier_type}:${shortText(b.user_identifier, 10)}`), cell(b.reason || "–"), cell(when(b.created_at)),
       ]),
       "No user blocked"
+    );
+  }
+
+  function showBudgets(budgets, currency) {
+    const error = $("#budgets-error");
+    error.hidden = budgets.ok;
+    if (!budgets.ok) {
+      error.textContent = messageOf(budgets);
+      fillRows($("#budgets"), [], "–");
+      return;
+    }
+    fillRows(
+      $("#budgets"),
+      budgets.body.map((b) => [
+        cell(currency(b.currency)), cell(grouped(b.amount), "num"), cell(grouped(b.paid), "num"),
+        cell(grouped(b.reserved), "num"), cell(grouped(b.remaining), "num"),
+      ]),
+      "No budget: the configuration sets none"
     );
   }
 

@@ -32,15 +32,13 @@ class _SqliteBook:
         self._history: dict[str, list[tuple[int, int]]] = {}
 
     def load(self, asks: Sequence[Ask], limits: Limits) -> None:
-        keys, history = [f"paid|{currency}" for currency in limits.budgets], set()
+        """The counters the asks may read (grants by time are read per user, only where the counters cannot tell)."""
+        keys = [f"paid|{currency}" for currency in limits.budgets]
         for ask in asks:
-            if ask.currency not in limits.caps:
-                continue
-            user, month = _user(ask.user), allotment.calendar_month(ask.at_ms)
-            for side in (allotment.END_USER, allotment.REFERRER):
-                keys += [f"total|{side}|{ask.currency}|{user}", f"month|{month}|{side}|{ask.currency}|{user}"]
-                if limits.history_ms(ask.currency):
-                    history.add(f"{side}|{ask.currency}|{user}")
+            if ask.currency in limits.caps:
+                user, month = _user(ask.user), allotment.calendar_month(ask.at_ms)
+                for side in (allotment.END_USER, allotment.REFERRER):
+                    keys += [f"total|{side}|{ask.currency}|{user}", f"month|{month}|{side}|{ask.currency}|{user}"]
         wanted = list(dict.fromkeys(keys))
         self._counters.update(dict.fromkeys(wanted))
         for chunk in _chunks(wanted):
@@ -49,14 +47,6 @@ class _SqliteBook:
                 (self._project, *chunk),
             ).fetchall()
             self._counters.update({row[0]: int(row[1]) for row in rows})
-        self._history.update({key: [] for key in history})
-        for chunk in _chunks(list(history)):
-            rows = self._c.execute(
-                f"SELECT key, at_ms, units FROM allot_history WHERE project_id = ? AND key IN ({_marks(chunk)})",
-                (self._project, *chunk),
-            ).fetchall()
-            for row in rows:
-                self._history[row[0]].append((row[1], int(row[2])))
 
     def _counter(self, key: str) -> int | None:
         if key not in self._counters:
@@ -121,8 +111,8 @@ class _SqliteBook:
             if history_ms := limits.history_ms(ask.currency):
                 key = f"{ask.side}|{ask.currency}|{user}"
                 history.append((self._project, key, ask.at_ms, ask.payout_id, str(grant.units), ask.at_ms + history_ms))
-                self.history(ask.side, ask.currency, ask.user, 0, 0)  # loaded, before it is added to
-                self._history[key].append((ask.at_ms, grant.units))
+                if key in self._history:  # (one not read yet is read from the table, this row included)
+                    self._history[key].append((ask.at_ms, grant.units))
         for key, units in adds.items():
             self._add(key, units, kept[key])
         self._c.executemany(

@@ -228,6 +228,9 @@ local function fits(cap, own)
     if ask[6] <= now - limits.kept_ms then return false end
     lo, hi = math.min(lo, ask[6]), math.max(hi, ask[6])
   end
+  local ever = accumulate({}, text(asked))
+  for _, side in ipairs(sides) do accumulate(ever, counter(totals, side .. '|' .. cur .. '|' .. user)) end
+  if cmp(text(ever), cap[2]) <= 0 then return true end -- all it ever counted bounds any span: no history read
   for _, side in ipairs(sides) do
     local found = redis.call('ZRANGEBYSCORE', history_key(side, cur, user), '(' .. ms(lo - cap[4]), '(' .. ms(hi + cap[4]))
     for _, member in ipairs(found) do accumulate(asked, string.match(member, '|(%d+)$')) end

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cached_property, lru_cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import parse_duration_ms
@@ -72,14 +72,13 @@ class Room:
     rule: Rejection
 
 
-@dataclass(frozen=True)
-class Grant:
+# Tuples rather than frozen dataclasses: one of each per payout, where a frozen dataclass costs a microsecond to build.
+class Grant(NamedTuple):
     units: int  # what is paid: the payout, or less
     rejection: Rejection | None  # why the rest is refused; None when nothing is
 
 
-@dataclass(frozen=True)
-class Ask:
+class Ask(NamedTuple):
     """A payout asking for its units, under the caps and budget of its currency."""
 
     payout_id: str

@@ -34,11 +34,11 @@ class _SqliteBook:
     def load(self, asks: Sequence[Ask], limits: Limits) -> None:
         """The counters the asks may read (grants by time are read per user, only where the counters cannot tell)."""
         keys = [f"paid|{currency}" for currency in limits.budgets]
-        for ask in asks:
-            if ask.currency in limits.caps:
-                user, month = _user(ask.user), allotment.calendar_month(ask.at_ms)
-                for side in (allotment.END_USER, allotment.REFERRER):
-                    keys += [f"total|{side}|{ask.currency}|{user}", f"month|{month}|{side}|{ask.currency}|{user}"]
+        capped = {(a.user, a.currency, allotment.calendar_month(a.at_ms)) for a in asks if a.currency in limits.caps}
+        for who, currency, month in capped:
+            user = _user(who)
+            for side in (allotment.END_USER, allotment.REFERRER):
+                keys += [f"total|{side}|{currency}|{user}", f"month|{month}|{side}|{currency}|{user}"]
         wanted = list(dict.fromkeys(keys))
         self._counters.update(dict.fromkeys(wanted))
         for chunk in _chunks(wanted):
@@ -92,29 +92,38 @@ class _SqliteBook:
         return [(at, units) for at, units in self._history[key] if after_ms < at < before_ms]
 
     def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
-        adds: dict[str, int] = {}  # counter key → units, each counter written once
-        kept: dict[str, int | None] = {}
+        paid: dict[str, int] = {}  # each counter summed first, then written once
+        totals: dict[tuple, int] = {}
+        months: dict[tuple, int] = {}
         history = []
         for ask, grant in granted:
             if grant.units == 0:
                 continue
             if ask.currency in limits.budgets:
-                key = f"paid|{ask.currency}"
-                adds[key], kept[key] = adds.get(key, 0) + grant.units, None
+                paid[ask.currency] = paid.get(ask.currency, 0) + grant.units
             if ask.currency not in limits.caps:
                 continue
-            user = _user(ask.user)
-            key = f"total|{ask.side}|{ask.currency}|{user}"
-            adds[key], kept[key] = adds.get(key, 0) + grant.units, None
-            key = f"month|{allotment.calendar_month(ask.at_ms)}|{ask.side}|{ask.currency}|{user}"
-            adds[key], kept[key] = adds.get(key, 0) + grant.units, allotment.month_end_ms(ask.at_ms) + KEPT_MS
+            who = (ask.side, ask.currency, ask.user)
+            totals[who] = totals.get(who, 0) + grant.units
+            month = (*who, ask.at_ms // allotment.DAY_MS)  # by day: its month below
+            months[month] = months.get(month, 0) + grant.units
             if history_ms := limits.history_ms(ask.currency):
-                key = f"{ask.side}|{ask.currency}|{user}"
+                key = f"{ask.side}|{ask.currency}|{_user(ask.user)}"
                 history.append((self._project, key, ask.at_ms, ask.payout_id, str(grant.units), ask.at_ms + history_ms))
                 if key in self._history:  # (one not read yet is read from the table, this row included)
                     self._history[key].append((ask.at_ms, grant.units))
-        for key, units in adds.items():
-            self._add(key, units, kept[key])
+        for currency, units in paid.items():
+            self._add(f"paid|{currency}", units, None)
+        for (side, currency, user), units in totals.items():
+            self._add(f"total|{side}|{currency}|{_user(user)}", units, None)
+        by_month: dict[tuple, list[int]] = {}
+        for (side, currency, user, day), units in months.items():
+            at = day * allotment.DAY_MS
+            key = (f"month|{allotment.calendar_month(at)}|{side}|{currency}|{_user(user)}",)
+            found = by_month.setdefault(key, [0, allotment.month_end_ms(at) + KEPT_MS])
+            found[0] += units
+        for (key,), (units, kept) in by_month.items():
+            self._add(key, units, kept)
         self._c.executemany(
             "INSERT OR IGNORE INTO allot_history (project_id, key, at_ms, payout_id, units, expires_ms)"
             " VALUES (?, ?, ?, ?, ?, ?)",

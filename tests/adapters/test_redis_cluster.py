@@ -34,12 +34,18 @@ from rewards.adapters.production.redis_scripts import Scripts
 from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
 from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
+from rewards.domain.allotment import Ask, CapRule, Grant, Limits
+from rewards.domain.integrity import Rejection
+from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
 from rewards.web import ratelimit
 from rewards.web.ratelimit import RateLimiter
 from tests.conftest import SERVICE, event, evm
 from tests.contract.support import Boom, affiliate, batch, check, create_codes, ingest, user
 from tests.support.harness import Admin, Api, ProductionServer, url_for
+
+CAP = Rejection.CAP_EXCEEDED
+
 
 # -- every command keeps to one slot (one node) ---------------------------------------------------------------
 
@@ -213,6 +219,17 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert (await store.blocklist_page(project, 0, 10))[1] == 1
         assert await store.blocklisted_among(project, [user(8), user(9)]) == {user(8)}
         assert await store.unblock_user(project, user(8)) is True
+
+        caps = {
+            "point": (CapRule(("end_user",), 10, "rolling", 86_400_000), CapRule(("end_user",), 9, "calendar_month"))
+        }
+        limits = Limits(budgets={"point": 100}, caps=caps)  # caps and budgets (AllotmentStore)
+        asks = [Ask("conversion:s-1:0", user(1), "end_user", "point", 12, now_ms()), Ask("conversion:s-1:1", user(2),
+                "end_user", "point", 3, now_ms())]  # fmt: skip
+        assert await store.allot(project, "delivery-1", limits, asks, {"point": 0}) == [Grant(9, CAP), Grant(3, None)]
+        assert await store.budgets_paid(project, ["point"]) == {"point": 12}
+        await store.forget_grants(project, ["delivery-1"])
+        await store.reset_budgets(project, ["point"])
 
         await store.bound_unexpiring_keys()
         assert await store.key_count() > 0

@@ -9,7 +9,7 @@ computed again (stream_workers.written)."""
 
 from decimal import Decimal
 
-from rewards.domain.allotment import Ask, Grant, Limits, UnseededBudgets, currency_key, from_units, side_of, to_units
+from rewards.domain.allotment import END_USER, REFERRER, Ask, Grant, Limits, UnseededBudgets, from_units, to_units
 from rewards.domain.integrity import Rejection
 from rewards.ports import StateStore, Warehouse
 from schemas.clickhouse.budgets import PAID_IN
@@ -52,15 +52,15 @@ async def forget(writes: Writes, state: StateStore) -> None:
 def _asks(capped: Capped, limits: Limits) -> list[tuple[int, Ask]]:
     """The source's payouts that caps or budgets govern, each with its index among the source's payouts."""
     found = []
-    prefix = rows.payout_id(capped.source, "")
+    prefix, at, verdicts = rows.payout_id(capped.source, ""), capped.source.happened_at_ms, capped.verdicts
     for index, payout in enumerate(capped.payouts):
-        currency = currency_key(payout.currency)
-        refused = capped.verdicts is not None and capped.verdicts[index] is not None
-        if refused or payout.amount == 0 or not limits.governs(currency):
+        currency = limits.key_if_governed(payout.currency)
+        if currency is None or not payout.amount or (verdicts is not None and verdicts[index] is not None):
             continue
-        ask = Ask(f"{prefix}{index}", payout.recipient, side_of(payout), currency, to_units(payout.amount, currency),
-                  capped.source.happened_at_ms)  # fmt: skip
-        found.append((index, ask))
+        side = REFERRER if payout.role == "affiliate" else END_USER  # (allotment.END_USER, REFERRER)
+        found.append(
+            (index, Ask(f"{prefix}{index}", payout.recipient, side, currency, to_units(payout.amount, currency), at))
+        )
     return found
 
 

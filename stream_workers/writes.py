@@ -3,7 +3,7 @@
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from rewards.domain.allotment import Limits, currency_key
+from rewards.domain.allotment import Limits
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.integrity import Rejection
 from rewards.domain.payouts import Payout
@@ -40,7 +40,7 @@ class Writes:
         limits: Limits,
     ) -> None:
         """A record's payouts: their rows now, or, if caps or budgets govern one of their currencies, once allotted."""
-        if limits and any(limits.governs(currency_key(payout.currency)) for payout in payouts):
+        if limits and any(limits.key_if_governed(payout.currency) is not None for payout in payouts):
             self.capped[source.project_id].append(Capped(source, payouts, verdicts, created_ms))
         else:
             self.add_payouts(source.project_id, rows.source_rows(source, payouts, created_ms, verdicts))

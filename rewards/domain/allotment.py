@@ -31,7 +31,7 @@ from typing import NamedTuple, Protocol
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import parse_duration_ms
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
-from rewards.domain.payouts import Payout, User
+from rewards.domain.payouts import User
 
 POINT = "point"
 POINT_PLACES = 18
@@ -39,6 +39,8 @@ POINT_PLACES = 18
 DAY_MS = 86_400_000
 KEPT_MS = 35 * DAY_MS
 GRANTS_KEPT_MS = KEPT_MS  # a delivery's grants never forgotten (a crash after its write) are dropped then
+# What a payout is earned as (API.md §8): as a referrer (role "affiliate": commissions, referral rewards), or as the
+# user (end-user rewards, campaign bonuses, the referred user's referral reward, rebates).
 END_USER, REFERRER = "end_user", "referrer"
 SIDES_OF = {END_USER: (END_USER,), REFERRER: (REFERRER,), "wallet": (END_USER, REFERRER)}
 ALL_TIME, CALENDAR_MONTH = "all_time", "calendar_month"
@@ -57,11 +59,6 @@ def to_units(amount: Decimal, currency: str) -> int:
 
 def from_units(units: int, currency: str) -> Decimal:
     return Decimal(units).scaleb(-POINT_PLACES) if currency == POINT else Decimal(units)
-
-
-def side_of(payout: Payout) -> str:
-    """What a payout is earned as: a referrer's commissions and referral rewards, or the user's own (API.md §8)."""
-    return REFERRER if payout.role == "affiliate" else END_USER
 
 
 @dataclass(frozen=True)
@@ -109,6 +106,20 @@ class Limits:
 
     def governs(self, currency: str) -> bool:
         return currency in self.budgets or currency in self.caps
+
+    def key_if_governed(self, currency: str | TokenCurrency) -> str | None:
+        """A payout currency's key (currency_key) if a cap or budget governs it, else None; looked up once per
+        currency (a per-payout hot path)."""
+        try:
+            return self._governed[currency]
+        except KeyError:
+            key = currency_key(currency)
+            found = self._governed[currency] = key if self.governs(key) else None
+            return found
+
+    @cached_property
+    def _governed(self) -> dict:
+        return {}
 
     def history_ms(self, currency: str) -> int:
         """How long a currency's grants are kept for its rolling caps (0: it has none)."""

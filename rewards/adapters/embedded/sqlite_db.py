@@ -85,9 +85,11 @@ CREATE TABLE IF NOT EXISTS allot_counters (
     project_id TEXT NOT NULL, key TEXT NOT NULL, units TEXT NOT NULL, expires_ms INTEGER,
     PRIMARY KEY (project_id, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allot_counters_by_expiry ON allot_counters (expires_ms) WHERE expires_ms IS NOT NULL;
+-- A rolling cap's grants by time: a row per user, side and currency and per call that granted any (JSON
+-- [[event ms, units], …]), kept until its latest grant is past the longest window + 35 days.
 CREATE TABLE IF NOT EXISTS allot_history (
-    project_id TEXT NOT NULL, key TEXT NOT NULL, at_ms INTEGER NOT NULL, payout_id TEXT NOT NULL,
-    units TEXT NOT NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (project_id, key, at_ms, payout_id)) WITHOUT ROWID;
+    project_id TEXT NOT NULL, key TEXT NOT NULL, grants TEXT NOT NULL, expires_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS allot_history_by_key ON allot_history (project_id, key);
 CREATE INDEX IF NOT EXISTS allot_history_by_expiry ON allot_history (expires_ms);
 """
 

@@ -86,16 +86,16 @@ class _SqliteBook:
         key = f"{side}|{currency}|{_user(user)}"
         if key not in self._history:
             rows = self._c.execute(
-                "SELECT at_ms, units FROM allot_history WHERE project_id = ? AND key = ?", (self._project, key)
+                "SELECT grants FROM allot_history WHERE project_id = ? AND key = ?", (self._project, key)
             ).fetchall()
-            self._history[key] = [(row[0], int(row[1])) for row in rows]
+            self._history[key] = [(at, int(units)) for row in rows for at, units in json.loads(row[0])]
         return [(at, units) for at, units in self._history[key] if after_ms < at < before_ms]
 
     def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
         paid: dict[str, int] = {}  # each counter summed first, then written once
         totals: dict[tuple, int] = {}
         months: dict[tuple, int] = {}
-        history = []
+        history: dict[tuple[str, str], list] = {}  # (key, currency) → [[event ms, units], …]: one row per key
         for ask, grant in granted:
             if grant.units == 0:
                 continue
@@ -107,9 +107,9 @@ class _SqliteBook:
             totals[who] = totals.get(who, 0) + grant.units
             month = (*who, ask.at_ms // allotment.DAY_MS)  # by day: its month below
             months[month] = months.get(month, 0) + grant.units
-            if history_ms := limits.history_ms(ask.currency):
+            if limits.history_ms(ask.currency):
                 key = f"{ask.side}|{ask.currency}|{_user(ask.user)}"
-                history.append((self._project, key, ask.at_ms, ask.payout_id, str(grant.units), ask.at_ms + history_ms))
+                history.setdefault((key, ask.currency), []).append([ask.at_ms, str(grant.units)])
                 if key in self._history:  # (one not read yet is read from the table, this row included)
                     self._history[key].append((ask.at_ms, grant.units))
         for currency, units in paid.items():
@@ -125,9 +125,11 @@ class _SqliteBook:
         for (key,), (units, kept) in by_month.items():
             self._add(key, units, kept)
         self._c.executemany(
-            "INSERT OR IGNORE INTO allot_history (project_id, key, at_ms, payout_id, units, expires_ms)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            history,
+            "INSERT INTO allot_history (project_id, key, grants, expires_ms) VALUES (?, ?, ?, ?)",
+            [
+                (self._project, key, json.dumps(grants), max(at for at, _ in grants) + limits.history_ms(currency))
+                for (key, currency), grants in history.items()
+            ],
         )
 
 
@@ -216,8 +218,8 @@ def _sweep(c: sqlite3.Connection, now: int, limit: int) -> None:
         (now, limit),
     )
     c.execute(
-        "DELETE FROM allot_history WHERE (project_id, key, at_ms, payout_id) IN (SELECT project_id, key, at_ms,"
-        " payout_id FROM allot_history WHERE expires_ms <= ? ORDER BY expires_ms LIMIT ?)",
+        "DELETE FROM allot_history WHERE rowid IN (SELECT rowid FROM allot_history WHERE expires_ms <= ?"
+        " ORDER BY expires_ms LIMIT ?)",
         (now, limit),
     )
     c.execute(

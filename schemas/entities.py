@@ -233,12 +233,14 @@ CLAIM_CHECK = Entity(
         Field("currency_decimals", int, "UInt8"),
         Field("amount", str, "UInt256"),  # raw integer in the token's smallest unit
         Field("reason", str, LOW_CARDINALITY),  # affiliate_payout | end_user_payout
-        Field("status", str, LOW_CARDINALITY),  # open | closed | claimed
+        Field("status", str, LOW_CARDINALITY),  # open | closed | claimed | expired
         optional_text("hash"),
         Field("source_id", str, answer_name=None),
         time_ms("created_at_ms", "created_at"),
         time_ms("claimed_at_ms", "claimed_at", optional=True),
         Field("version", int, "UInt32", answer_name=None),
+        # When a check closed under claim_check_expiry expires (API.md §8); null: never. (Last: added by migration 014.)
+        time_ms("expires_at_ms", "expires_at", optional=True),
     ),
 )
 

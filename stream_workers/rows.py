@@ -216,6 +216,7 @@ def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
         "version": check.version,
         "created_at": ch_datetime(check.created_ms),
         "claimed_at": None if check.claimed_ms is None else ch_datetime(check.claimed_ms),
+        "expires_at": None if check.expires_ms is None else ch_datetime(check.expires_ms),
     }
 
 

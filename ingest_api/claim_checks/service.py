@@ -33,16 +33,14 @@ async def close_signed(
     listed check (API.md §7), signed when an EVM contract can pay it. A project without a claim signer closes as
     API.md §5 has it, answering the checks: its claims go on through POST /claim-checks/claims."""
     stored = await state.get_claim_signer(project_id)
+    config = await state.get_config(project_id)
+    close = partial(claim_checks.close, now_ms=now_ms, expiry_ms=config.claim_check_expiry_ms)
     if stored is None:
-        return [
-            claim_checks.check_json(check)
-            for check in await _change(state, log, project_id, ids, claim_checks.close, owner)
-        ]
+        return [claim_checks.check_json(check) for check in await _change(state, log, project_id, ids, close, owner)]
     signer = claim_signing.open_signer(stored, secrets_keys)
-    contract = (await state.get_config(project_id)).claim_contract_address
-    closed = await _change(state, log, project_id, ids, claim_checks.close, owner)
+    closed = await _change(state, log, project_id, ids, close, owner)
     # Signed once the change is made (the checks are closed whatever happens next), off the event loop: ~0.5 ms each.
-    return await asyncio.to_thread(claim_signing.claim_forms, closed, signer, contract, now_ms)
+    return await asyncio.to_thread(claim_signing.claim_forms, closed, signer, config.claim_contract_address, now_ms)
 
 
 async def record_claims(

@@ -7,7 +7,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from query_api.claim_checks import service
 from rewards.domain import claim_signing
-from rewards.domain.claim_checks import CLAIMED, CLOSED, OPEN, ClaimCheck, currency_json
+from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN, ClaimCheck, currency_json
 from rewards.domain.timestamps import format_timestamp
 from rewards.web.answers import (
     ALICE,
@@ -22,16 +22,18 @@ from rewards.web.answers import (
     timestamp,
 )
 
-Status = Literal["claimed", "unclaimed", "open", "closed"]
+Status = Literal["claimed", "unclaimed", "open", "closed", "expired"]
 Reason = Literal["affiliate_payout", "end_user_payout"]
 UNCLAIMED = "unclaimed"
-STATUSES_OF = {CLAIMED: (CLAIMED,), UNCLAIMED: (OPEN, CLOSED), OPEN: (OPEN,), CLOSED: (CLOSED,)}
+STATUSES_OF = {
+    CLAIMED: (CLAIMED,), UNCLAIMED: (OPEN, CLOSED), OPEN: (OPEN,), CLOSED: (CLOSED,), EXPIRED: (EXPIRED,)
+}  # fmt: skip
 
 
 def fold_totals(totals: list[service.Total], status: str | None) -> dict:
     """Sums per currency: `claimed`, and `unclaimed` (open + closed, or only the status asked for)."""
     wanted = STATUSES_OF[status] if status else (CLAIMED, OPEN, CLOSED)
-    unclaimed_label = status if status in (OPEN, CLOSED) else UNCLAIMED
+    unclaimed_label = status if status in (OPEN, CLOSED, EXPIRED) else UNCLAIMED
     folded: dict[str, dict[tuple, dict]] = {CLAIMED: {}, UNCLAIMED: {}}
     for total in totals:
         if total.status not in wanted:
@@ -46,8 +48,9 @@ def fold_totals(totals: list[service.Total], status: str | None) -> dict:
 def check_item(check: ClaimCheck, deadline: int) -> dict:
     """A check as the published client's `ClaimCheckItem` declares it: `currency_chain_id` a string, `currency_decimals`
     and `deadline_seconds` numbers. `deadline_seconds`: for a closed check an EVM contract can pay, the deadline (unix
-    seconds) of the form POST /claim-checks/claim answers for it now (closed checks never expire: a later call answers
-    a later deadline); 0 for the others (open, claimed, or not payable on-chain)."""
+    seconds) of the form POST /claim-checks/claim answers for it now (its expiry, API.md §8, when the project's
+    checks expire; else the forms' hourly deadline: a later call answers a later one); 0 for the others (open,
+    claimed, expired, or not payable on-chain)."""
     signable = check.status == CLOSED and claim_signing.is_signable(check)
     return {
         "id": check.id,
@@ -56,7 +59,7 @@ def check_item(check: ClaimCheck, deadline: int) -> dict:
         "reason": check.reason,
         "amount": str(check.amount),
         "status": check.status,
-        "deadline_seconds": deadline if signable else 0,
+        "deadline_seconds": claim_signing.check_deadline(check, deadline) if signable else 0,
         "created_at": format_timestamp(check.created_ms),
     }
 
@@ -89,7 +92,7 @@ class ClaimHistory(Answer):
 
 class CurrencyTotal(CheckCurrency):
     amount: str = raw_amount("The sum")
-    status: Literal["claimed", "unclaimed", "open", "closed"] = text(
+    status: Literal["claimed", "unclaimed", "open", "closed", "expired"] = text(
         "`claimed`; `unclaimed` (open and closed), or the status asked for", "unclaimed"
     )
 
@@ -115,7 +118,7 @@ class ClaimCheckItem(Answer):
     currency_decimals: int = text("The token's decimals", 6)
     reason: Reason = text("Why it is owed", "affiliate_payout")
     amount: str = raw_amount("The amount")
-    status: Literal["open", "closed", "claimed"] = text("Its status", "closed")
+    status: Literal["open", "closed", "claimed", "expired"] = text("Its status", "closed")
     deadline_seconds: int = text("For a closed check an EVM contract can pay, its form's deadline; else 0", 1764068400)
     created_at: str = timestamp("When its first payout's event happened")
 

@@ -74,6 +74,7 @@ class CurrencyChecks(CheckCurrency):
     open: str = raw_amount("Open amounts")
     closed: str = raw_amount("Closed amounts", "0")
     claimed: str = raw_amount("Claimed amounts", "0")
+    expired: str = raw_amount("Expired amounts (closed, not claimed in time: API.md §8)", "0")
     checks: int = text("Checks", 2)
 
 

@@ -130,17 +130,19 @@ CURRENCY = "currency_address, currency_chain_id"
 
 
 async def claim_totals(warehouse: Warehouse, project_id: str) -> list[dict]:
-    """Per currency: the open, closed and claimed amounts (raw integers, as strings) and the number of checks."""
+    """Per currency: the open, closed, claimed and expired amounts (raw integers, as strings) and the number of
+    checks."""
     rows = await warehouse.query(
         f"SELECT {CURRENCY}, any(currency_name) AS currency_name, any(currency_decimals) AS currency_decimals,"
         " toString(sumIf(amount, status = 'open')) AS open, toString(sumIf(amount, status = 'closed')) AS closed,"
-        " toString(sumIf(amount, status = 'claimed')) AS claimed, count() AS checks"
+        " toString(sumIf(amount, status = 'claimed')) AS claimed,"
+        " toString(sumIf(amount, status = 'expired')) AS expired, count() AS checks"
         " FROM (SELECT * FROM claim_checks FINAL WHERE project_id = {project:String})"
         f" GROUP BY {CURRENCY} ORDER BY currency_chain_id, currency_address",
         {"project": project_id},
     )
     return [{**_currency(r), "open": r["open"], "closed": r["closed"], "claimed": r["claimed"],
-             "checks": int(r["checks"])} for r in rows]  # fmt: skip
+             "expired": r["expired"], "checks": int(r["checks"])} for r in rows]  # fmt: skip
 
 
 async def latest_claims(warehouse: Warehouse, project_id: str, limit: int) -> list[dict]:

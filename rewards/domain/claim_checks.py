@@ -1,7 +1,8 @@
 """Claim checks (API.md §5): what a user is owed in an on-chain currency, and its life cycle.
 
 One check per on-chain payout: `open` while it accrues (owed, not yet submitted for claiming),
-`closed` once ready to claim on-chain, `claimed` when a chain indexer reports its transaction.
+`closed` once ready to claim on-chain, `claimed` when a chain indexer reports its transaction; `expired` when closed
+under the project's `claim_check_expiry` and not claimed in that time (API.md §8: its amount returns to the budget).
 """
 
 import hashlib
@@ -14,7 +15,7 @@ from rewards.domain.timestamps import format_timestamp
 from schemas.entities import CLAIM_CHECK
 from schemas.records import ClaimCheckRecord
 
-OPEN, CLOSED, CLAIMED = "open", "closed", "claimed"
+OPEN, CLOSED, CLAIMED, EXPIRED = "open", "closed", "claimed", "expired"
 
 
 class ClaimCheckError(DomainError):
@@ -42,6 +43,7 @@ class ClaimCheck:
     created_ms: int
     claimed_ms: int | None
     version: int  # 1 when opened, +1 on each change: the warehouse keeps the highest
+    expires_ms: int | None = None  # closed under claim_check_expiry: when it expires (its forms' deadline)
 
 
 def check_id(project_id: str, payout_id: str) -> str:
@@ -67,17 +69,28 @@ def opened(project_id: str, payout_id: str, source_id: str, payout: Payout, crea
     )
 
 
-def close(check: ClaimCheck) -> ClaimCheck:
-    """open → closed; closing a closed check again changes nothing; a claimed one cannot close."""
-    if check.status == CLAIMED:
-        raise ClaimCheckConflict(f"claim check {check.id} is already claimed")
+def close(check: ClaimCheck, now_ms: int = 0, expiry_ms: int | None = None) -> ClaimCheck:
+    """open → closed (expiring `expiry_ms` after `now_ms` when the project sets claim_check_expiry); closing a closed
+    check again changes nothing; a claimed or expired one cannot close."""
+    if check.status in (CLAIMED, EXPIRED):
+        raise ClaimCheckConflict(f"claim check {check.id} is already {check.status}")
     if check.status == CLOSED:
         return check
-    return replace(check, status=CLOSED, version=check.version + 1)
+    expires_ms = None if expiry_ms is None else now_ms + expiry_ms
+    return replace(check, status=CLOSED, version=check.version + 1, expires_ms=expires_ms)
+
+
+def expire(check: ClaimCheck, now_ms: int) -> ClaimCheck:
+    """closed → expired once its time is past; any other check is left as it is (the sweep meets checks claimed or
+    expired since it found them)."""
+    if check.status != CLOSED or check.expires_ms is None or check.expires_ms > now_ms:
+        return check
+    return replace(check, status=EXPIRED, version=check.version + 1)
 
 
 def claim(check: ClaimCheck, tx_hash: str, claimed_ms: int) -> ClaimCheck:
-    """closed → claimed; the same hash again changes nothing; anything else is a conflict."""
+    """closed → claimed; the same hash again changes nothing; anything else is a conflict (an expired check among
+    them: its forms' deadline is past, so no contract paid it)."""
     if check.status == CLAIMED:
         if check.hash == tx_hash:
             return check
@@ -106,6 +119,7 @@ def record_fields(check: ClaimCheck) -> dict:
         "created_at_ms": check.created_ms,
         "claimed_at_ms": check.claimed_ms,
         "version": check.version,
+        "expires_at_ms": check.expires_ms,
     }
 
 
@@ -131,6 +145,7 @@ def from_record(record: ClaimCheckRecord) -> ClaimCheck:
         created_ms=record.created_at_ms,
         claimed_ms=record.claimed_at_ms,
         version=record.version,
+        expires_ms=record.expires_at_ms,
     )
 
 

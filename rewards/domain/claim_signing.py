@@ -223,6 +223,13 @@ def claim_form(check: ClaimCheck, signer: SignerKey, contract: str | None, deadl
 
 
 def claim_forms(checks: list[ClaimCheck], signer: SignerKey, contract: str | None, now_ms: int) -> list[dict]:
-    """A form per check, all with the same deadline (CPU: about half a millisecond each)."""
+    """A form per check, all with the same deadline but those of checks that expire (CPU: about half a millisecond
+    each)."""
     deadline = form_deadline(now_ms)
-    return [claim_form(check, signer, contract, deadline) for check in checks]
+    return [claim_form(check, signer, contract, check_deadline(check, deadline)) for check in checks]
+
+
+def check_deadline(check: ClaimCheck, form_deadline_s: int) -> int:
+    """A form's deadline: the check's expiry (API.md §8: past it the check is `expired`, and no contract may pay it),
+    or the forms' hourly deadline for a check that never expires."""
+    return form_deadline_s if check.expires_ms is None else check.expires_ms // 1000

@@ -211,6 +211,17 @@ def _window(value: object) -> object:
 NAMED_WINDOWS = ("calendar_month", "all_time")
 MAX_LIMITS = 100  # caps, and budgets: each a few counters per payout (rewards.domain.allotment)
 Window = Annotated[str, Field(max_length=16), AfterValidator(_window)]
+
+
+def _duration(value: str) -> str:
+    try:
+        parse_duration_ms(value)
+    except LimitError as exc:
+        raise ValueError(str(exc)) from exc
+    return value
+
+
+Duration = Annotated[str, Field(max_length=16), AfterValidator(_duration)]  # `90d`: API.md §8's durations
 LimitCurrency = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(str.lower)]
 
 
@@ -257,6 +268,8 @@ class PayoutConfig(_Strict):
     verify_signatures: bool = False
     # API.md §8: enforced by the workers' allotment (rewards.domain.allotment, docs/architecture.md).
     caps: list[Cap] = Field([], max_length=MAX_LIMITS)
+    # A closed claim check not claimed this long after closing expires (API.md §8); None: never.
+    claim_check_expiry: Duration | None = None
     budgets: list[Budget] = Field([], max_length=MAX_LIMITS)
 
     @field_validator("caps")
@@ -300,6 +313,10 @@ class PayoutConfig(_Strict):
 
     def effective_tier(self, own_tier: str | None) -> Tier | None:
         return self.tier(own_tier) or self.tier(self.default_tier)
+
+    @property
+    def claim_check_expiry_ms(self) -> int | None:
+        return None if self.claim_check_expiry is None else parse_duration_ms(self.claim_check_expiry)
 
     def conversion_for(self, event_name: str) -> Conversion | None:
         return next((c for c in self.conversions if c.event_name == event_name), None)

@@ -148,10 +148,14 @@ class ClaimCheckAnswer(Answer):
     currency_decimals: int = CheckCurrency.model_fields["currency_decimals"]
     amount: str = raw_amount("The amount")
     reason: Literal["affiliate_payout", "end_user_payout"] = text("Why it is owed", "affiliate_payout")
-    status: Literal["open", "closed", "claimed"] = text("`open` (accruing), `closed` (claimable), `claimed`", "closed")
+    status: Literal["open", "closed", "claimed", "expired"] = text(
+        "`open` (accruing), `closed` (claimable), `claimed`, `expired` (closed, not claimed in time: API.md §8)",
+        "closed",
+    )
     hash: str | None = text("The claim's transaction hash (claimed checks)", None)
     created_at: str = timestamp("When its first payout's event happened")
     claimed_at: str | None = timestamp("When it was claimed", None)
+    expires_at: str | None = timestamp("When it expires, if closed under the project's claim_check_expiry", None)
 
 
 class ClaimForm(Answer):

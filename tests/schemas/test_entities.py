@@ -130,7 +130,7 @@ RECORDS_AND_ROWS = [
             "project_id": "p", "id": "c", "user_identifier": "o", "user_identifier_type": "email",
             "currency_address": "0x1", "currency_chain_id": 1, "currency_name": "USDC", "currency_decimals": 6,
             "amount": "1000000", "reason": "end_user_payout", "status": "open", "hash": None, "source_id": "s",
-            "version": 1, "created_at": "1970-01-01 00:00:00.008", "claimed_at": None,
+            "version": 1, "created_at": "1970-01-01 00:00:00.008", "claimed_at": None, "expires_at": None,
         },
     ),
     (

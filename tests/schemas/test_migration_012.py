@@ -5,7 +5,7 @@ every project had; the rest of the figures are rebuilt as they were. Its down se
 import json
 
 from rewards.adapters import migrations
-from tests.schemas.test_migrations import place, server_place, warehouse  # noqa: F401 (the fixtures, both engines)
+from tests.schemas.test_migrations import SHIPPED, place, server_place, warehouse  # noqa: F401 (the fixtures, both engines)
 
 PROJECT = "p012"
 ALICE, BOB = "0x" + "a" * 40, "0x" + "b" * 40
@@ -104,5 +104,5 @@ async def test_012_recounts_every_volume_in_one_currency(warehouse):  # noqa: F8
 
     assert (await migrations.migrate(warehouse, target=11)).summary()["reverted"] == [12]
     assert await figures(warehouse) == before  # 011's figures, from the args and bases kept as they were
-    assert (await migrations.migrate(warehouse)).summary()["applied"] == [12, 13]
+    assert (await migrations.migrate(warehouse)).summary()["applied"] == list(range(12, SHIPPED + 1))
     assert await figures(warehouse) == after

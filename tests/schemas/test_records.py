@@ -104,7 +104,7 @@ PUBLISHED = {
         "type?: Literal['claim_check']", "project_id: str", "id: str", "user_identifier: str",
         "user_identifier_type: str", "currency_address: str", "currency_chain_id: int", "currency_name: str",
         "currency_decimals: int", "amount: str", "reason: str", "status: str", "hash?: str | None", "source_id: str",
-        "created_at_ms: int", "claimed_at_ms?: int | None", "version: int",
+        "created_at_ms: int", "claimed_at_ms?: int | None", "version: int", "expires_at_ms?: int | None",
     ],
     "TrackingEventRecord": [
         "type?: Literal['tracking_event']", "project_id: str", "id: str", "name: str", "tracking_id: str",

@@ -312,6 +312,10 @@ class AllotmentStore(Protocol):
     async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
         """Drop the grants of deliveries whose rows are written (their records are then never computed again)."""
 
+    async def release(self, project_id: str, check_id: str, currency: str, units: int) -> bool:
+        """An expired claim check's units back to its currency's budget (its paid counter, if it has one, never below
+        0), once per check id (remembered for RELEASES_KEPT_MS); True when this call released it."""
+
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         """The units each of `currencies` counts paid, of those with a paid counter."""
 

@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     log_level: str = "info"
     log_format: Literal["auto", "json", "console"] = "auto"  # auto: console lines on a terminal, JSON otherwise
     worker_poll_s: float = 0.5
+    # How often the ingest edge expires claim checks past their claim_check_expiry (API.md §8).
+    claim_expiry_sweep_s: float = Field(60.0, gt=0, le=3600)
     # How long a dedup_id is remembered (API.md §3): seen again after this, it is a new event. Also bounds
     # `GET /events/status?user_identifier…` (a user's event names are kept as long). Seconds or `35d`, `12h`.
     dedup_window: Duration = 35 * 86400.0

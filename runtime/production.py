@@ -16,7 +16,7 @@ from rewards.adapters.production.outbox_relay import OutboxRelay
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.handlers import unavailable_answer
-from runtime.wiring import open_production
+from runtime.wiring import claim_expiry_sweeps, open_production, stop
 
 log = structlog.get_logger(__name__)
 
@@ -34,13 +34,16 @@ def production_app(title: str, routers: list[APIRouter], settings: Settings, *, 
         # often than Python's default (700 allocations), which cost ~1 ms per ingested batch (15% of its CPU).
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
+        sweeps = None
         try:
             if settings.key_cache_ttl > 0:
                 state.follow_key_changes(settings.key_cache_ttl)
             if relay is not None:
                 relay.start()
+                sweeps = claim_expiry_sweeps(app.state.backends)
             yield
         finally:
+            await stop(sweeps)
             if relay is not None:
                 await relay.close()
             await state.stop_following_key_changes()

@@ -18,7 +18,7 @@ from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.protocol import ContractHttpProtocol
-from runtime.wiring import open_embedded
+from runtime.wiring import claim_expiry_sweeps, open_embedded, stop
 from stream_workers.app import running_worker
 
 log = structlog.get_logger(__name__)
@@ -29,11 +29,15 @@ def embedded_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI):
         backends = await open_embedded(settings)
         app.state.backends = backends
+        sweeps = None
         try:
             async with running_worker(backends.source, backends.state, backends.warehouse, settings):
+                sweeps = claim_expiry_sweeps(backends)
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield
+                await stop(sweeps)
         finally:
+            await stop(sweeps)
             await backends.close()
             log.info("stopped")
 

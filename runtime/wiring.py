@@ -10,6 +10,8 @@ services and workers, and the command line. A shape is three URLs (EngineUrls):
 A new adapter of a port is its module plus one branch of the opener of that port below.
 """
 
+import asyncio
+import contextlib
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,3 +247,20 @@ async def _open_worker_state(
     if options.state == "sqlite":
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
     return await open_state(settings.redis_url, settings), WarehousePlans(warehouse)
+
+
+def claim_expiry_sweeps(backends: Backends) -> asyncio.Task:
+    """The claim check expiry sweep (ingest_api.claim_checks.expiry), as a task of the process serving the edge."""
+    from ingest_api.claim_checks.expiry import run_sweeps
+
+    every_s = backends.settings.claim_expiry_sweep_s
+    return asyncio.create_task(run_sweeps(backends.state, backends.log, backends.warehouse, every_s))
+
+
+async def stop(task: asyncio.Task | None) -> None:
+    """Cancel a background task and wait for it (nothing to do for None or one already done)."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -12,7 +12,7 @@ from decimal import Decimal
 from rewards.domain.allotment import END_USER, REFERRER, Ask, Grant, Limits, UnseededBudgets, from_units, to_units
 from rewards.domain.integrity import Rejection
 from rewards.ports import StateStore, Warehouse
-from schemas.clickhouse.budgets import PAID_IN
+from schemas.clickhouse.budgets import paid_in
 from stream_workers import rows
 from stream_workers.handlers.base import Project, Unusable
 from stream_workers.writes import Capped, Writes
@@ -72,7 +72,6 @@ async def _granted(
     try:
         return await state.allot(project_id, token, limits, asks)
     except UnseededBudgets as unseeded:  # a budget set since the last payout in its currency: from what was paid
-        found = await warehouse.query(PAID_IN, {"project": project_id, "currencies": unseeded.currencies})
-        paid = {row["cur"]: to_units(Decimal(row["paid"]), row["cur"]) for row in found}
-        seeds = {currency: paid.get(currency, 0) for currency in unseeded.currencies}
+        held = await paid_in(warehouse, project_id, unseeded.currencies)
+        seeds = {currency: to_units(held.get(currency, Decimal(0)), currency) for currency in unseeded.currencies}
         return await state.allot(project_id, token, limits, asks, seeds)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from rewards.domain.allotment import from_units
 from rewards.domain.amounts import EXACT, format_amount
 from rewards.ports import StateStore, Warehouse
-from schemas.clickhouse.budgets import PAID_IN, RESERVED_IN
+from schemas.clickhouse.budgets import RESERVED_IN, paid_in
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,11 @@ async def budgets(state: StateStore, warehouse: Warehouse, project_id: str) -> l
     if not currencies:
         return []
     counted = await state.budgets_paid(project_id, currencies)
-    params = {"project": project_id, "currencies": currencies}
-    held = {row["cur"]: Decimal(row["paid"]) for row in await warehouse.query(PAID_IN, params)}
+    held = await paid_in(warehouse, project_id, currencies)
     tokens = [currency for currency in currencies if currency != "point"]  # points have no claim checks
     reserved = {}
     if tokens:
-        found = await warehouse.query(RESERVED_IN, {**params, "currencies": tokens})
+        found = await warehouse.query(RESERVED_IN, {"project": project_id, "currencies": tokens})
         reserved = {row["cur"]: Decimal(row["reserved"]) for row in found}
     return [
         BudgetState(

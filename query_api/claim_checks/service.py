@@ -124,7 +124,8 @@ async def project_checks(
     sql = (
         f"SELECT id, user_identifier, user_identifier_type, {CURRENCY}, toString(amount) AS amount_text, reason,"
         f" status, hash, source_id, toUnixTimestamp64Milli(created_at) AS created_ms,"
-        f" toUnixTimestamp64Milli(claimed_at) AS claimed_ms, version, count() OVER () AS total_count"
+        f" toUnixTimestamp64Milli(claimed_at) AS claimed_ms, version, toUnixTimestamp64Milli(expires_at) AS expires_ms,"
+        f" count() OVER () AS total_count"
         f" FROM ({latest}) WHERE {' AND '.join(conditions)} ORDER BY created_at DESC, id"
     )
     rows, total = await counted_page(warehouse, sql, params, offset, limit)
@@ -144,6 +145,7 @@ def _check(row: dict) -> ClaimCheck:
         created_ms=int(row["created_ms"]),
         claimed_ms=None if row["claimed_ms"] is None else int(row["claimed_ms"]),
         version=int(row["version"]),
+        expires_ms=None if row["expires_ms"] is None else int(row["expires_ms"]),
     )
 
 

@@ -39,6 +39,7 @@ POINT_PLACES = 18
 DAY_MS = 86_400_000
 KEPT_MS = 35 * DAY_MS
 GRANTS_KEPT_MS = KEPT_MS  # a delivery's grants never forgotten (a crash after its write) are dropped then
+RELEASES_KEPT_MS = KEPT_MS  # an expired claim check's release is remembered this long (the sweep meets it for seconds)
 # What a payout is earned as (API.md §8): as a referrer (role "affiliate": commissions, referral rewards), or as the
 # user (end-user rewards, campaign bonuses, the referred user's referral reward, rebates).
 END_USER, REFERRER = "end_user", "referrer"

@@ -173,3 +173,15 @@ async def test_every_adapter_grants_what_the_reference_rule_grants(store: Allotm
         expected = allotment.allot_each(asks, limits, reference, NOW)
         assert await store.allot(pid, "d", limits, asks, seeds) == expected
     assert await store.budgets_paid(pid, [POINT, TOKEN]) == reference.paid_units
+
+
+async def test_an_expired_check_goes_back_to_its_budget_once(store: AllotmentStore, pid: str):
+    limits = Limits(budgets={TOKEN: 1000})
+    assert await store.allot(pid, "d", limits, [ask(1, 700, currency=TOKEN)], {TOKEN: 0}) == [Grant(700, None)]
+    assert await store.release(pid, "cc_1", TOKEN, 300) is True
+    assert await store.release(pid, "cc_1", TOKEN, 300) is False  # once per check
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 400}
+    assert await store.release(pid, "cc_2", TOKEN, 10**60) is True  # never below nothing
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 0}
+    assert await store.release(pid, "cc_3", POINT, 5) is True  # no budget in it: nothing to give back
+    assert await store.budgets_paid(pid, [POINT]) == {}

@@ -15,6 +15,9 @@ import httpx
 from rewards.web.routing import service_for
 from runtime.wiring import open_embedded_state
 
+# Claim checks expire within half a second of their time (tests/ingest_api/test_claim_expiry.py), not a minute.
+FAST_SWEEPS = {"REWARDS_CLAIM_EXPIRY_SWEEP_S": "0.5"}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -32,7 +35,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.urls = {"ingest": self.url, "query": self.url}
-        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **(env or {})}
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Server":
@@ -58,7 +61,7 @@ class ProductionServer:
         self.ingest_processes = ingest_processes
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
         metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
-        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **metrics, **engine_env, **(env or {})}
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **metrics, **engine_env, **(env or {})}
         self.urls = {name: f"http://127.0.0.1:{self.ports[name]}" for name in ("ingest", "query")}
         self.url = self.urls["ingest"]
         self.processes: dict[str, subprocess.Popen] = {}

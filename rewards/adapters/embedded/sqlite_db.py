@@ -81,6 +81,11 @@ CREATE TABLE IF NOT EXISTS allot_deliveries (
     project_id TEXT NOT NULL, delivery TEXT NOT NULL, fingerprint TEXT NOT NULL, cuts TEXT NOT NULL,
     created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, delivery)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allot_deliveries_by_time ON allot_deliveries (created_ms);
+-- Expired claim checks whose amount went back to their budget (once each).
+CREATE TABLE IF NOT EXISTS allot_released (
+    project_id TEXT NOT NULL, check_id TEXT NOT NULL, created_ms INTEGER NOT NULL,
+    PRIMARY KEY (project_id, check_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS allot_released_by_time ON allot_released (created_ms);
 CREATE TABLE IF NOT EXISTS allot_counters (
     project_id TEXT NOT NULL, key TEXT NOT NULL, units TEXT NOT NULL, expires_ms INTEGER,
     PRIMARY KEY (project_id, key)) WITHOUT ROWID;

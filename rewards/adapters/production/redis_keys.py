@@ -50,6 +50,8 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:al:deliveries_at              zset    delivery token → when granted (ms): grants never forgotten are
                                                  dropped 35 days on
     rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
+    rw:{p}:al:released                   zset    expired claim check id → when its units went back to the budget (ms;
+                                                 kept 35 days)
     rw:{p}:al:total                      hash    <side>|<currency>|<user> → units granted all time (capped currencies)
     rw:{p}:al:month:<YYYY-MM>            hash    <side>|<currency>|<user> → units granted in that UTC month (TTL: 35
                                                  days past the month)

@@ -90,6 +90,7 @@ class Scripts:
     blocklist_page: AsyncScript
     bind_tracking_id: AsyncScript
     allot: AsyncScript
+    release: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

@@ -9,7 +9,7 @@ import structlog
 
 from rewards.adapters.embedded.sqlite_state.base import SWEEP_LIMIT, SqliteStateBase
 from rewards.domain import allotment
-from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, Ask, Grant, Limits
+from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, Ask, Grant, Limits
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 
@@ -177,6 +177,30 @@ class SqliteAllotmentStore(SqliteStateBase):
                     [(project_id, delivery) for delivery in deliveries],
                 )
             )
+
+    async def release(self, project_id: str, check_id: str, currency: str, units: int) -> bool:
+        now = now_ms()
+
+        def release(c: sqlite3.Connection) -> bool:
+            c.execute("DELETE FROM allot_released WHERE created_ms <= ?", (now - RELEASES_KEPT_MS,))
+            added = c.execute(
+                "INSERT OR IGNORE INTO allot_released (project_id, check_id, created_ms) VALUES (?, ?, ?)",
+                (project_id, check_id, now),
+            )
+            if added.rowcount != 1:
+                return False
+            key = f"paid|{currency}"
+            row = c.execute(
+                "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (project_id, key)
+            ).fetchone()
+            if row is not None:
+                c.execute(
+                    "UPDATE allot_counters SET units = ? WHERE project_id = ? AND key = ?",
+                    (str(max(int(row[0]) - units, 0)), project_id, key),
+                )
+            return True
+
+        return await self._db.run(release)
 
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         def paid(c: sqlite3.Connection) -> dict[str, int]:

@@ -9,7 +9,7 @@ import orjson
 from rewards.adapters.production.redis_keys import ProjectKeys, user_field
 from rewards.adapters.production.redis_state.base import RedisStateBase
 from rewards.domain import allotment
-from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, Ask, Grant, Limits, UnseededBudgets
+from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, Ask, Grant, Limits, UnseededBudgets
 from rewards.domain.timestamps import now_ms
 
 
@@ -56,6 +56,12 @@ class RedisAllotmentStore(RedisStateBase):
             k = ProjectKeys(project_id)
             await self._redis.hdel(k.allotment("deliveries"), *deliveries)
             await self._redis.zrem(k.allotment("deliveries_at"), *deliveries)
+
+    async def release(self, project_id: str, check_id: str, currency: str, units: int) -> bool:
+        k = ProjectKeys(project_id)
+        keys = [k.allotment("paid"), k.allotment("released")]
+        args = [check_id, currency, str(units), now_ms(), RELEASES_KEPT_MS]
+        return await self._scripts.release(keys=keys, args=args) == 1
 
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         if not currencies:

@@ -20,6 +20,7 @@ from datetime import date
 import pytest
 from typer.testing import CliRunner
 
+from ingest_api.claim_checks import expiry
 from query_api.affiliates import service as affiliate_queries
 from query_api.claim_checks import service as check_queries
 from query_api.leaderboards import payout_boards_service
@@ -475,6 +476,8 @@ async def test_each_project_lives_on_one_shard_and_reads_as_on_one_node(sharded,
         assert on_cluster == alone
         assert on_cluster["total"] > 0 and on_cluster["listing"][0] and on_cluster["search"][0]
         assert len(on_cluster["written"]) == 4 and on_cluster[f"history {CAROL}"][0]
+    due = {"now": "2299-01-01 00:00:00.000", "limit": 10}  # the expiry sweep's read (its IN runs shard by shard)
+    assert await sharded.query(expiry.DUE, due) == await one_node.query(expiry.DUE, due) == []
 
 
 @pytest.mark.cluster

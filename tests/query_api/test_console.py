@@ -384,6 +384,7 @@ def test_claim_checks_per_currency_and_the_latest_claims(console, shop):
     console.show("claims")
     eventually(lambda: _equal(console.column("#claim-totals", 5), ["3"]), SHOWN_WITHIN_S)
     assert console.column("#claim-totals", 3) == ["15"] and console.column("#claim-totals", 4) == ["0"]
+    assert console.column("#claim-totals", 6) == ["0"]  # expired
     assert console.column("#claim-totals", 1) == ["USDC 0xa0b8…06eb48"]
     assert console.column("#latest-claims", 1) == ["2026-11-22 12:00:00 UTC"]
     assert console.column("#latest-claims", 4) == ["3 USDC"]

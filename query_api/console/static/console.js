@@ -488,7 +488,8 @@
       answer.body.totals.map((t) => [
         cell(currency(t)), cell(t.currency_chain_id), cell(tokenAmount(t.open, t.currency_decimals), "num"),
         cell(tokenAmount(t.closed, t.currency_decimals), "num"),
-        cell(tokenAmount(t.claimed, t.currency_decimals), "num"), cell(t.checks, "num"),
+        cell(tokenAmount(t.claimed, t.currency_decimals), "num"),
+        cell(tokenAmount(t.expired, t.currency_decimals), "num"), cell(t.checks, "num"),
       ]),
       "No claim checks: nothing was paid in an on-chain currency"
     );

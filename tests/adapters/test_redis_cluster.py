@@ -229,6 +229,7 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert await store.allot(project, "delivery-1", limits, asks, {"point": 0}) == [Grant(9, CAP), Grant(3, None)]
         assert await store.budgets_paid(project, ["point"]) == {"point": 12}
         await store.forget_grants(project, ["delivery-1"])
+        assert await store.release(project, "cc_slots", "point", 2) is True  # an expired check back in the budget
         await store.reset_budgets(project, ["point"])
 
         await store.bound_unexpiring_keys()

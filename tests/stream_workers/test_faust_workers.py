@@ -510,8 +510,8 @@ async def test_caps_and_budgets_hold_to_the_unit_across_worker_processes_and_a_s
     finally:
         await producer.stop()
 
-    async def all_written():
-        query = "SELECT count() AS n FROM conversions WHERE project_id = {p:String}"
+    async def all_written():  # dedup_ids: each delivery's last insert (its payouts are written before)
+        query = "SELECT count() AS n FROM dedup_ids WHERE project_id = {p:String}"
         rows = await warehouse.query(query, {"p": project})
         assert int(rows[0]["n"]) == 1000
 

@@ -9,7 +9,6 @@ shows it expired and the sweep no longer finds it); then its units go back to th
 (AllotmentStore.release). A crash between the two leaves the budget short of that amount (never over it)."""
 
 import asyncio
-from collections import defaultdict
 from functools import partial
 
 import structlog
@@ -25,28 +24,29 @@ from schemas.clickhouse.values import ch_datetime
 log = structlog.get_logger(__name__)
 EXPIRED_CHECKS = Counter("rewards_claim_checks_expired_total", "Claim checks expired by the sweep")
 SWEEP_FAILURES = Counter("rewards_claim_expiry_sweep_failures_total", "Claim check expiry sweeps that failed")
-SWEEP_LIMIT = 1000  # checks per sweep: the rest wait for the next one
+SWEEP_LIMIT = 1000  # checks per project and sweep: the rest wait for the next one
 
-# The closed checks past their time, each one's latest version (FINAL) among those whose versions say so: the inner
-# scan reads two columns of the table, FINAL only the few checks it names.
+# The closed checks past their time, each one's latest version (FINAL) among those whose versions say so (the inner
+# scan reads two columns of the table, FINAL only the few checks it names), at most `limit` per project: a project
+# whose checks cannot be expired (deleted since) never holds up another's.
 DUE = """
-SELECT project_id, id FROM claim_checks FINAL
-WHERE (project_id, id) IN (
-    SELECT project_id, id FROM claim_checks WHERE status = 'closed' AND expires_at <= {now:DateTime64(3, 'UTC')}
-) AND status = 'closed' AND expires_at <= {now:DateTime64(3, 'UTC')}
-ORDER BY expires_at
-LIMIT {limit:UInt32}
+SELECT project_id, groupArray({limit:UInt32})(id) AS ids FROM (
+    SELECT project_id, id FROM claim_checks FINAL
+    WHERE (project_id, id) IN (
+        SELECT project_id, id FROM claim_checks WHERE status = 'closed' AND expires_at <= {now:DateTime64(3, 'UTC')}
+    ) AND status = 'closed' AND expires_at <= {now:DateTime64(3, 'UTC')}
+    ORDER BY expires_at
+)
+GROUP BY project_id
 """
 
 
 async def expire_due(state: StateStore, event_log: EventLog, warehouse: Warehouse, now: int) -> int:
-    """Expire the checks due at `now` (at most SWEEP_LIMIT); returns how many this call expired."""
-    due: dict[str, list[str]] = defaultdict(list)
-    for row in await warehouse.query(DUE, {"now": ch_datetime(now), "limit": SWEEP_LIMIT}):
-        due[row["project_id"]].append(row["id"])
+    """Expire the checks due at `now` (at most SWEEP_LIMIT per project); returns how many this call expired."""
     expired = 0
-    for project_id, ids in due.items():
-        expired += await _expire(state, event_log, project_id, ids, now)
+    for row in await warehouse.query(DUE, {"now": ch_datetime(now), "limit": SWEEP_LIMIT}):
+        if await state.project_exists(row["project_id"]):
+            expired += await _expire(state, event_log, row["project_id"], list(row["ids"]), now)
     return expired
 
 

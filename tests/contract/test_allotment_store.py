@@ -185,3 +185,12 @@ async def test_an_expired_check_goes_back_to_its_budget_once(store: AllotmentSto
     assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 0}
     assert await store.release(pid, "cc_3", POINT, 5) is True  # no budget in it: nothing to give back
     assert await store.budgets_paid(pid, [POINT]) == {}
+
+
+async def test_no_currency_passes_for_another(store: AllotmentStore, pid: str):
+    """Counters are named by side, currency and user: a currency holding the separator cannot reach another's."""
+    odd, plain = "0xa|email:b", "0xa"
+    limits = Limits(caps={odd: (CapRule(END, 5, "all_time"),), plain: (CapRule(END, 5, "all_time"),)})
+    first = Ask("conversion:o:0", User("c", "email"), "end_user", odd, 5, NOW)
+    second = Ask("conversion:p:0", User("b|email:c", "email"), "end_user", plain, 5, NOW)
+    assert await store.allot(pid, "d", limits, [first, second]) == [Grant(5, None), Grant(5, None)]

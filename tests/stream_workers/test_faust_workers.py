@@ -192,8 +192,11 @@ async def test_two_workers_share_the_partitions_and_write_each_event_once(
         assert a and b and not a & b and a | b == set(range(PARTITIONS))
 
     await eventually(shared, timeout_s=20)
-    statuses = {await state.event_status(project, e.dedup_id) for e in events}
-    assert statuses == {"processed"}
+
+    async def marked():  # once written: a moment after the totals show them
+        assert {await state.event_status(project, e.dedup_id) for e in events} == {"processed"}
+
+    await eventually(marked, timeout_s=10)
     assert await accept_events(state, event_log, project, batches[0]) == (0, None)  # known: not published again
 
 
@@ -387,8 +390,12 @@ async def test_processes_2_share_the_partitions_and_write_each_event_once(
 
     for project, project_events in events.items():
         await eventually(lambda p=project, n=len(project_events): _expect_totals(warehouse, p, n), timeout_s=60)
-    for project, project_events in events.items():
-        assert {await state.event_status(project, e.dedup_id) for e in project_events} == {"processed"}
+    for project, project_events in events.items():  # marked once written: a moment after the totals show them
+
+        async def marked(p=project, events_of=project_events):
+            assert {await state.event_status(p, e.dedup_id) for e in events_of} == {"processed"}
+
+        await eventually(marked, timeout_s=10)
     # Each process wrote deliveries (child i serves its metrics on port + i): the partitions were shared.
     assert all(_metric(port + i, "rewards_worker_deliveries_total") >= 1 for i in range(2))
     assert len({child.pid for child in children}) == 2

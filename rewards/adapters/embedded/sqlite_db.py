@@ -75,8 +75,8 @@ CREATE TABLE IF NOT EXISTS blocklist (
 CREATE INDEX IF NOT EXISTS blocklist_by_time ON blocklist (project_id, created_ms);
 -- Caps and budgets (API.md §8; rewards.domain.allotment): each delivery's grants until its rows are written (what
 -- it asked: a fingerprint; the grants not whole: JSON), the counters (key: paid|<currency>,
--- total|<side>|<currency>|<user>, month|<YYYY-MM>|<side>|<currency>|<user>) and each rolling cap's grants (key:
--- <side>|<currency>|<user>), in units as decimal text (they outgrow 64 bits).
+-- total|<side>|<n>:<currency>|<user>, month|<YYYY-MM>|<side>|<n>:<currency>|<user>, n the currency's length) and
+-- each rolling cap's grants (key: <side>|<n>:<currency>|<user>), in units as decimal text (they outgrow 64 bits).
 CREATE TABLE IF NOT EXISTS allot_deliveries (
     project_id TEXT NOT NULL, delivery TEXT NOT NULL, fingerprint TEXT NOT NULL, cuts TEXT NOT NULL,
     created_ms INTEGER NOT NULL, PRIMARY KEY (project_id, delivery)) WITHOUT ROWID;

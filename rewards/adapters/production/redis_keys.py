@@ -52,10 +52,11 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
     rw:{p}:al:released                   zset    expired claim check id → when its units went back to the budget (ms;
                                                  kept 35 days)
-    rw:{p}:al:total                      hash    <side>|<currency>|<user> → units granted all time (capped currencies)
-    rw:{p}:al:month:<YYYY-MM>            hash    <side>|<currency>|<user> → units granted in that UTC month (TTL: 35
+    rw:{p}:al:total                      hash    <side>|<n>:<currency>|<user> → units granted all time (capped
+                                                 currencies; n: the currency's length in bytes)
+    rw:{p}:al:month:<YYYY-MM>            hash    <side>|<n>:<currency>|<user> → units granted in that UTC month (TTL: 35
                                                  days past the month)
-    rw:{p}:al:hist:<side>|<currency>|<user>  zset  "<payout id>|<units>" → event time (ms): a rolling cap's grants,
+    rw:{p}:al:hist:<side>|<n>:<currency>|<user>  zset  "<payout id>|<units>" → event time (ms): a rolling cap's grants,
                                                  kept the longest window + 35 days
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)

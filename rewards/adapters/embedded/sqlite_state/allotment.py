@@ -22,6 +22,12 @@ def _user(user: User) -> str:
     return f"{user.identifier_type}:{user.identifier}"
 
 
+def _who(side: str, currency: str, user: User) -> str:
+    """A user's counters of one side and currency: the currency's length first, so no address can pass for another's
+    (lua/allot.lua names Redis's alike)."""
+    return f"{side}|{len(currency)}:{currency}|{_user(user)}"
+
+
 class _SqliteBook:
     """rewards.domain.allotment.Book on the connection of an open transaction. What the asks may read is loaded first,
     a statement per few hundred keys (`load`): a delivery reads each user's counters once, not per payout."""
@@ -36,9 +42,8 @@ class _SqliteBook:
         keys = [f"paid|{currency}" for currency in limits.budgets]
         capped = {(a.user, a.currency, allotment.calendar_month(a.at_ms)) for a in asks if a.currency in limits.caps}
         for who, currency, month in capped:
-            user = _user(who)
             for side in (allotment.END_USER, allotment.REFERRER):
-                keys += [f"total|{side}|{currency}|{user}", f"month|{month}|{side}|{currency}|{user}"]
+                keys += [f"total|{_who(side, currency, who)}", f"month|{month}|{_who(side, currency, who)}"]
         wanted = list(dict.fromkeys(keys))
         self._counters.update(dict.fromkeys(wanted))
         for chunk in _chunks(wanted):
@@ -77,13 +82,13 @@ class _SqliteBook:
         return self._counter(f"paid|{currency}")
 
     def total(self, side: str, currency: str, user: User) -> int:
-        return self._counter(f"total|{side}|{currency}|{_user(user)}") or 0
+        return self._counter(f"total|{_who(side, currency, user)}") or 0
 
     def month(self, side: str, currency: str, user: User, month: str) -> int:
-        return self._counter(f"month|{month}|{side}|{currency}|{_user(user)}") or 0
+        return self._counter(f"month|{month}|{_who(side, currency, user)}") or 0
 
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]:
-        key = f"{side}|{currency}|{_user(user)}"
+        key = _who(side, currency, user)
         if key not in self._history:
             rows = self._c.execute(
                 "SELECT grants FROM allot_history WHERE project_id = ? AND key = ?", (self._project, key)
@@ -108,18 +113,18 @@ class _SqliteBook:
             month = (*who, ask.at_ms // allotment.DAY_MS)  # by day: its month below
             months[month] = months.get(month, 0) + grant.units
             if limits.history_ms(ask.currency):
-                key = f"{ask.side}|{ask.currency}|{_user(ask.user)}"
+                key = _who(ask.side, ask.currency, ask.user)
                 history.setdefault((key, ask.currency), []).append([ask.at_ms, str(grant.units)])
                 if key in self._history:  # (one not read yet is read from the table, this row included)
                     self._history[key].append((ask.at_ms, grant.units))
         for currency, units in paid.items():
             self._add(f"paid|{currency}", units, None)
         for (side, currency, user), units in totals.items():
-            self._add(f"total|{side}|{currency}|{_user(user)}", units, None)
+            self._add(f"total|{_who(side, currency, user)}", units, None)
         by_month: dict[tuple, list[int]] = {}
         for (side, currency, user, day), units in months.items():
             at = day * allotment.DAY_MS
-            key = (f"month|{allotment.calendar_month(at)}|{side}|{currency}|{_user(user)}",)
+            key = (f"month|{allotment.calendar_month(at)}|{_who(side, currency, user)}",)
             found = by_month.setdefault(key, [0, allotment.month_end_ms(at) + KEPT_MS])
             found[0] += units
         for (key,), (units, kept) in by_month.items():

@@ -36,7 +36,9 @@ end
 local function ms(x) return string.format('%d', x) end -- not tostring's %.14g
 local function counter(key, field) return redis.call('HGET', key, field) or '0' end
 local function month_key(month) return prefix .. 'month:' .. month end
-local function history_key(side, cur, user) return prefix .. 'hist:' .. side .. '|' .. cur .. '|' .. user end
+-- A user's counter of one side and currency: the currency's length first, so no address can pass for another's.
+local function field(side, cur, user) return side .. '|' .. #cur .. ':' .. cur .. '|' .. user end
+local function history_key(side, cur, user) return prefix .. 'hist:' .. field(side, cur, user) end
 
 -- Deliveries' grants never forgotten (a crash after their write): dropped once past keeping.
 local stale = redis.call('ZRANGEBYSCORE', deliveries_at, '-inf', ms(now - limits.grants_kept_ms), 'LIMIT', 0, 256)
@@ -95,13 +97,13 @@ local function cap_room(cap, ask)
   local window = cap[3]
   if window == 'all_time' then
     local used = '0'
-    for _, side in ipairs(sides) do used = add(used, counter(totals, side .. '|' .. cur .. '|' .. user)) end
+    for _, side in ipairs(sides) do used = add(used, counter(totals, field(side, cur, user))) end
     return sub(cap[2], used)
   end
   if window == 'calendar_month' then
     if ask[8] <= now then return '0' end
     local used = '0'
-    for _, side in ipairs(sides) do used = add(used, counter(month_key(ask[7]), side .. '|' .. cur .. '|' .. user)) end
+    for _, side in ipairs(sides) do used = add(used, counter(month_key(ask[7]), field(side, cur, user))) end
     return sub(cap[2], used)
   end
   if at <= now - limits.kept_ms then return '0' end
@@ -132,7 +134,7 @@ local function record(ask, units)
   if units == '0' then return end
   if limits.budgets[cur] then redis.call('HSET', paid, cur, add(redis.call('HGET', paid, cur), units)) end
   if not limits.caps[cur] then return end
-  local field = side .. '|' .. cur .. '|' .. user
+  local field = field(side, cur, user)
   redis.call('HSET', totals, field, add(counter(totals, field), units))
   local month = month_key(ask[7])
   redis.call('HSET', month, field, add(counter(month, field), units))
@@ -165,7 +167,7 @@ local function fits(cap, own)
   if #covered == 0 then return true end
   local user, cur = covered[1][2], covered[1][4]
   if window == 'all_time' then
-    for _, side in ipairs(sides) do accumulate(asked, counter(totals, side .. '|' .. cur .. '|' .. user)) end
+    for _, side in ipairs(sides) do accumulate(asked, counter(totals, field(side, cur, user))) end
     return cmp(text(asked), cap[2]) <= 0
   end
   if window == 'calendar_month' then
@@ -175,7 +177,7 @@ local function fits(cap, own)
       months[ask[7]] = accumulate(months[ask[7]] or {}, ask[5])
     end
     for month, sum in pairs(months) do
-      for _, side in ipairs(sides) do accumulate(sum, counter(month_key(month), side .. '|' .. cur .. '|' .. user)) end
+      for _, side in ipairs(sides) do accumulate(sum, counter(month_key(month), field(side, cur, user))) end
       if cmp(text(sum), cap[2]) > 0 then return false end
     end
     return true
@@ -186,7 +188,7 @@ local function fits(cap, own)
     lo, hi = math.min(lo, ask[6]), math.max(hi, ask[6])
   end
   local ever = accumulate({}, text(asked))
-  for _, side in ipairs(sides) do accumulate(ever, counter(totals, side .. '|' .. cur .. '|' .. user)) end
+  for _, side in ipairs(sides) do accumulate(ever, counter(totals, field(side, cur, user))) end
   if cmp(text(ever), cap[2]) <= 0 then return true end -- all it ever counted bounds any span: no history read
   for _, side in ipairs(sides) do
     local found = redis.call('ZRANGEBYSCORE', history_key(side, cur, user), '(' .. ms(lo - cap[4]), '(' .. ms(hi + cap[4]))
@@ -209,7 +211,7 @@ local function record_whole(whole)
     if units ~= '0' then
       if limits.budgets[cur] then count(paid, cur, units) end
       if limits.caps[cur] then
-        local field = side .. '|' .. cur .. '|' .. user
+        local field = field(side, cur, user)
         count(totals, field, units)
         count(month_key(ask[7]), field, units, ask[8])
         if limits.history[cur] then

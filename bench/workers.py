@@ -74,6 +74,7 @@ LIMITS = {
     "budgets": [{"currency": "point", "amount": "1" + "0" * 29}],
 }
 STEPS = ("decode", "state reads", "compute rows", "allot", "insert", "state marks")
+PLAIN, LIMITED, BLOCKLISTED = "plain", "with caps and budgets", "beside a large blocklist"
 CASES = {
     "decode": "decoding (schemas.records.decode_message)",
     "state reads": "state reads (marks, dedup_ids, configs, chains, tiers)",
@@ -91,12 +92,37 @@ def run(context: Context) -> list[Figure]:
 async def _run(context: Context) -> list[Figure]:
     deliveries = context.size(12, 4, 1)
     figures = []
+    blocked = context.size(1_000_000, 100_000, 1_000)
     for shape in ("embedded", "production"):
-        for limited in (False, True):  # the same run with and without caps and budgets (issue 29: ≤ 15% more CPU)
+        # The same run plain, with caps and budgets (issue 29: ≤ 15% more CPU), and beside a large blocklist.
+        for variant in (PLAIN, LIMITED, BLOCKLISTED):
             async with _engines(shape, context) as (state, warehouse):
-                projects = [await _project(state, p, limited) for p in range(PROJECTS)]
-                figures += await _measure(shape, state, warehouse, projects, deliveries, limited)
+                projects = [await _project(state, p, variant == LIMITED) for p in range(PROJECTS)]
+                if variant == BLOCKLISTED:
+                    await _block_users(state, projects, blocked)
+                figures += await _measure(shape, state, warehouse, projects, deliveries, variant, blocked)
     return figures
+
+
+async def _block_users(state, projects: list["_Project"], total: int) -> None:
+    """`total` users on the blocklists (an even share per project), none of them the deliveries' users: written
+    straight to the store's tables or keys (a million calls of the port would take the bench's time)."""
+    from rewards.adapters.production.redis_keys import ProjectKeys
+
+    share, now = total // len(projects), now_ms()
+    for number, project in enumerate(projects):
+        users = [f"0x{(0xB10C << 144) + number * share + n:040x}" for n in range(share)]
+        if hasattr(state, "database"):  # SQLite
+            rows = [(project.id, "evm_address", user, now) for user in users]
+            await state.database.run(lambda c, rows=rows: c.executemany(
+                "INSERT INTO blocklist (project_id, user_type, user_id, reason, created_ms) VALUES (?, ?, ?, NULL, ?)",
+                rows))  # fmt: skip
+            continue
+        keys = ProjectKeys(project.id)
+        for start in range(0, len(users), 10_000):
+            chunk = [f"evm_address:{user}" for user in users[start : start + 10_000]]
+            await state._redis.hset(keys.blocklist(), mapping=dict.fromkeys(chunk, "null"))
+            await state._redis.zadd(keys.blocklist_by_time(), dict.fromkeys(chunk, now))
 
 
 @asynccontextmanager
@@ -243,7 +269,7 @@ async def _baseline(warehouse, messages: list[bytes], writes: Writes, token: str
 
 
 async def _measure(
-    shape: str, state, warehouse, projects: list[_Project], deliveries: int, limited: bool
+    shape: str, state, warehouse, projects: list[_Project], deliveries: int, variant: str, blocked: int
 ) -> list[Figure]:
     count = messages_per_delivery(shape)
     events = count * BATCH
@@ -278,7 +304,16 @@ async def _measure(
     whole, base = us(whole_wall), us(floor_wall)
     mixed = f"{PROJECTS} projects each" if shape == "embedded" else "1 project each"
     case = f"{deliveries} deliveries of {events:,} records ({count} × {BATCH}-event messages, {mixed})"
-    if limited:  # the whole delivery's CPU and the allot step, beside the same run's figures without limits
+    if variant == BLOCKLISTED:  # the state reads (the blocklist's among them) and the whole, beside the plain run's
+        beside = f"{blocked:,} users blocked ({blocked // PROJECTS:,} per project)"
+        return [
+            Figure("workers", f"{CASES['state reads']}, wall, {beside}", shape, us(measured.wall["state reads"]),
+                   "µs/event", baseline_name="CPU", baseline=us(measured.cpu["state reads"])),
+            Figure("workers", f"whole delivery, worker process CPU, {beside}", shape, us(whole_cpu), "µs/event",
+                   baseline_name="orjson.loads + insert of the same rows", baseline=us(floor_cpu),
+                   ratio=us(whole_cpu) / us(floor_cpu), ratio_note="× baseline"),
+        ]  # fmt: skip
+    if variant == LIMITED:  # the whole delivery's CPU and the allot step, beside the same run's figures without limits
         return [
             Figure("workers", f"{CASES['allot']}, wall, with 3 caps and a budget", shape, us(measured.wall["allot"]),
                    "µs/event", baseline_name="CPU", baseline=us(measured.cpu["allot"])),

@@ -60,17 +60,21 @@ class SqliteIntegrityStore(SqliteStateBase):
             return set()
 
         def among(c: sqlite3.Connection) -> set[User]:
+            # By type, then `user_id IN (…)`: a seek of the primary key per user. (A row-value IN over (type, id)
+            # pairs scanned the project's whole blocklist: 4x the state reads' cost per event at 250,000 entries.)
+            by_type: dict[str, list[str]] = {}
+            for user in wanted:
+                by_type.setdefault(user.identifier_type, []).append(user.identifier)
             found = set()
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start : start + _CHUNK]
-                pairs = ", ".join("(?, ?)" for _ in chunk)
-                values = [value for user in chunk for value in (user.identifier_type, user.identifier)]
-                rows = c.execute(
-                    f"SELECT user_type, user_id FROM blocklist WHERE project_id = ? AND (user_type, user_id) IN"
-                    f" (VALUES {pairs})",
-                    (project_id, *values),
-                ).fetchall()
-                found.update(User(row["user_id"], row["user_type"]) for row in rows)
+            for user_type, ids in by_type.items():
+                for start in range(0, len(ids), _CHUNK):
+                    chunk = ids[start : start + _CHUNK]
+                    rows = c.execute(
+                        f"SELECT user_id FROM blocklist WHERE project_id = ? AND user_type = ? AND user_id IN"
+                        f" ({', '.join('?' * len(chunk))})",
+                        (project_id, user_type, *chunk),
+                    ).fetchall()
+                    found.update(User(row["user_id"], user_type) for row in rows)
             return found
 
         return await self._db.run(among)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from rewards.domain.allotment import from_units
 from rewards.domain.amounts import EXACT, format_amount
 from rewards.ports import StateStore, Warehouse
-from schemas.clickhouse.budgets import RESERVED_IN, paid_in
+from schemas.clickhouse.budgets import paid_in, reserved_in
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,9 @@ async def budgets(state: StateStore, warehouse: Warehouse, project_id: str) -> l
     if not currencies:
         return []
     counted = await state.budgets_paid(project_id, currencies)
-    held = await paid_in(warehouse, project_id, currencies)
-    tokens = [currency for currency in currencies if currency != "point"]  # points have no claim checks
-    reserved = {}
-    if tokens:
-        found = await warehouse.query(RESERVED_IN, {"project": project_id, "currencies": tokens})
-        reserved = {row["cur"]: Decimal(row["reserved"]) for row in found}
+    uncounted = [currency for currency in currencies if currency not in counted]  # no payout since the budget was set
+    held = await paid_in(warehouse, project_id, uncounted) if uncounted else {}
+    reserved = await reserved_in(warehouse, project_id, currencies)
     return [
         BudgetState(
             budget.currency,

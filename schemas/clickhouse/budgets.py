@@ -24,8 +24,7 @@ async def paid_in(warehouse, project_id: str, currencies: list[str]) -> dict[str
     """What the warehouse holds paid in each currency: its payouts, less the claim checks expired since."""
     params = {"project": project_id, "currencies": currencies}
     paid = {row["cur"]: Decimal(row["paid"]) for row in await warehouse.query(PAID_IN, params)}
-    tokens = [currency for currency in currencies if currency != "point"]  # points have no claim checks
-    if tokens:
+    if tokens := _tokens(currencies):
         for row in await warehouse.query(EXPIRED_IN, {**params, "currencies": tokens}):
             paid[row["cur"]] = paid.get(row["cur"], Decimal(0)) - Decimal(row["expired"])
     return paid
@@ -39,3 +38,15 @@ FROM (SELECT * FROM claim_checks FINAL WHERE project_id = {project:String})
 WHERE status IN ('open', 'closed') AND lower(currency_address) IN {currencies:Array(String)}
 GROUP BY cur
 """
+
+
+async def reserved_in(warehouse, project_id: str, currencies: list[str]) -> dict[str, Decimal]:
+    """What waits in each currency's open and closed claim checks (none in points)."""
+    if not (tokens := _tokens(currencies)):
+        return {}
+    found = await warehouse.query(RESERVED_IN, {"project": project_id, "currencies": tokens})
+    return {row["cur"]: Decimal(row["reserved"]) for row in found}
+
+
+def _tokens(currencies: list[str]) -> list[str]:
+    return [currency for currency in currencies if currency != "point"]  # points have no claim checks

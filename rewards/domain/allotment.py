@@ -28,6 +28,7 @@ from decimal import Decimal
 from functools import cached_property, lru_cache
 from typing import NamedTuple, Protocol
 
+from rewards.domain.amounts import EXACT
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import parse_duration_ms
 from rewards.domain.payout_config import PayoutConfig, TokenCurrency
@@ -54,12 +55,13 @@ def currency_key(currency: str | TokenCurrency) -> str:
 
 def to_units(amount: Decimal, currency: str) -> int:
     """An amount in integer units (points: ×10^18; a token's raw units as they are). Payouts carry at most 18 places
-    (rewards.domain.amounts.to_points): exact."""
-    return int(amount.scaleb(POINT_PLACES)) if currency == POINT else int(amount)
+    (rewards.domain.amounts.to_points): exact (scaled in EXACT's 120 digits: the default context keeps 28, and a
+    points amount of 10^10 with 18 places has 29)."""
+    return int(amount.scaleb(POINT_PLACES, EXACT)) if currency == POINT else int(amount)
 
 
 def from_units(units: int, currency: str) -> Decimal:
-    return Decimal(units).scaleb(-POINT_PLACES) if currency == POINT else Decimal(units)
+    return Decimal(units).scaleb(-POINT_PLACES, EXACT) if currency == POINT else Decimal(units)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,11 @@ def test_points_count_in_units_of_their_eighteenth_place():
     assert to_units(Decimal("12.5"), "point") == 12_500_000_000_000_000_000
     assert to_units(Decimal(10**48), "0xtoken") == 10**48  # a token's raw units as they are
     assert from_units(1, "point") == Decimal("1E-18") and from_units(7, "0xtoken") == 7
+    # 29 digits and more: never rounded to the default context's 28
+    large = Decimal("12345678901.123456789012345678")
+    assert to_units(large, "point") == 12_345_678_901_123_456_789_012_345_678
+    assert from_units(12_345_678_901_123_456_789_012_345_678, "point") == large
+    assert from_units(10**40 + 1, "point") == Decimal("10000000000000000000000.000000000000000001")
 
 
 def test_calendar_months_are_utc():

@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Generic, Protocol, TypeVar
 
 from rewards.domain.affiliates import Affiliate, Figures
-from rewards.domain.allotment import Ask, Grant, Limits
+from rewards.domain.allotment import Ask, Grant, Limits, Tally
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
@@ -296,6 +296,18 @@ class AllotmentStore(Protocol):
     """The counters of caps and budgets (API.md §8) and their one atomic step: rewards.domain.allotment's rule, run
     where the counters are, so that no number of workers ever lets a cap or budget be exceeded."""
 
+    async def allot_tallies(
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        tallies: Sequence[Tally],
+        seeds: Mapping[str, int] | None = None,
+    ) -> list[str]:
+        """Each tally's verdict (rewards.domain.allotment.allot_tallies: WHOLE, EXHAUSTED or ONE_BY_ONE), the WHOLE ones
+        counted, in one atomic step; kept under `delivery` like `allot`'s grants. Raises UnseededBudgets, counting
+        nothing, when a budget's paid counter is absent and `seeds` (units paid, by currency) does not give it."""
+
     async def allot(
         self,
         project_id: str,
@@ -304,10 +316,10 @@ class AllotmentStore(Protocol):
         asks: Sequence[Ask],
         seeds: Mapping[str, int] | None = None,
     ) -> list[Grant]:
-        """Each ask's grant (rewards.domain.allotment.allot), decided and counted in one atomic step, and kept under
-        the delivery's token: the same delivery asking the same again gets the same grants, counted once (asking
-        otherwise, it is counted again: more than was paid, never less). Raises UnseededBudgets, counting nothing,
-        when a budget's paid counter is absent and `seeds` (units paid, by currency) does not give it."""
+        """Each ask's grant (rewards.domain.allotment.allot_each: one after the other), decided and counted in one
+        atomic step, and kept under the delivery's token: the same delivery asking the same again gets the same
+        grants, counted once (asking otherwise, it is counted again: more than was paid, never less). Raises
+        UnseededBudgets as `allot_tallies` does."""
 
     async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
         """Drop the grants of deliveries whose rows are written (their records are then never computed again)."""

@@ -1,77 +1,137 @@
 """The allot step of a delivery (between compute and write): what caps and budgets let through of its payouts
-(API.md §8), asked of the state store in one atomic call per project (rewards.ports.AllotmentStore), then the rows.
+(API.md §8), asked of the state store (rewards.ports.AllotmentStore) in two atomic steps per project:
+
+1. its tallies (one per user, side and currency: stream_workers.capped), decided at once: a user far from its caps
+   is granted them whole, and the rows built for them stand; a currency whose budget is spent pays nothing more;
+2. only if some tally was left to it, the payouts of those tallies, one by one in order.
 
 A payout granted less than it asked becomes two rows under one id: the part paid, and the rest rejected with the rule
-that cut it (`cap_exceeded`, `budget_exhausted`). The grants are kept under the delivery's token until its rows are
-written (`forget` runs in the delivery's mark), so a delivery computed again after a crash (the same records: the
-plans keep a delivery the same) gets the same grants and counts nothing twice; once written, its records are never
-computed again (stream_workers.written)."""
+that cut it (`cap_exceeded`, `budget_exhausted`). Each call's answer is kept under a token of the delivery's until
+its rows are written (`forget` runs in the delivery's mark), so a delivery computed again after a crash (the same
+records: the plans keep a delivery the same) gets the same answers and counts nothing twice; once written, its
+records are never computed again (stream_workers.written). Calls carry at most CHUNK tallies or payouts, so that no
+one call holds Redis long."""
 
+import calendar
+import time
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import lru_cache
 
-from rewards.domain.allotment import END_USER, REFERRER, Ask, Grant, Limits, UnseededBudgets, from_units, to_units
+from rewards.domain.allotment import (
+    END_USER,
+    EXHAUSTED,
+    ONE_BY_ONE,
+    REFERRER,
+    WHOLE,
+    Ask,
+    Limits,
+    UnseededBudgets,
+    currency_key,
+    from_units,
+    to_units,
+)
 from rewards.domain.integrity import Rejection
+from rewards.domain.payouts import User
 from rewards.ports import StateStore, Warehouse
 from schemas.clickhouse.budgets import paid_in
-from stream_workers import rows
+from stream_workers.capped import Pending
 from stream_workers.handlers.base import Project, Unusable
-from stream_workers.writes import Capped, Writes
+from stream_workers.writes import Writes
+
+CHUNK = 1000
+_NOTHING = (Decimal(0), Rejection.BUDGET_EXHAUSTED)
 
 
 async def allot(
     writes: Writes, projects: dict[str, Project | Unusable], state: StateStore, warehouse: Warehouse, token: str
 ) -> None:
-    """Turn the delivery's capped payouts (Writes.capped) into rows, as their grants allow. `token`: the delivery's,
-    under which its grants are kept until `forget`."""
-    for project_id, capped in writes.capped.items():
-        limits = projects[project_id].limits
-        asks, places = [], []  # each ask, and where its payout is: (its source in `capped`, its index there)
-        for number, source in enumerate(capped):
-            for index, ask in _asks(source, limits):
-                asks.append(ask)
-                places.append((number, index))
-        grants = await _granted(state, warehouse, project_id, token, limits, asks)
-        cuts: list[dict[int, tuple[Decimal, Rejection]]] = [{} for _ in capped]
-        for (number, index), ask, granted in zip(places, asks, grants, strict=True):
-            if granted.rejection is not None:
-                cuts[number][index] = (from_units(granted.units, ask.currency), granted.rejection)
-        for source, cut in zip(capped, cuts, strict=True):
-            rows_of = rows.source_rows(source.source, source.payouts, source.created_ms, source.verdicts, cut)
-            writes.add_payouts(project_id, rows_of)
-        if asks:
-            writes.allotted[project_id].append(token)
+    """Cut the delivery's payout rows (written as if paid whole) as caps and budgets decide. `token`: the
+    delivery's, under which the answers are kept until `forget`."""
+    for project_id, pending in writes.capped.items():
+        if pending.tallies:
+            await _allot_project(writes, project_id, pending, projects[project_id].limits, state, warehouse, token)
     writes.capped.clear()
 
 
 async def forget(writes: Writes, state: StateStore) -> None:
-    """Once the rows are written: their grants are no longer needed (their records are never computed again)."""
+    """Once the rows are written: their answers are no longer needed (their records are never computed again)."""
     for project_id, deliveries in writes.allotted.items():
         await state.forget_grants(project_id, deliveries)
 
 
-def _asks(capped: Capped, limits: Limits) -> list[tuple[int, Ask]]:
-    """The source's payouts that caps or budgets govern, each with its index among the source's payouts."""
-    found = []
-    prefix, at, verdicts = rows.payout_id(capped.source, ""), capped.source.happened_at_ms, capped.verdicts
-    for index, payout in enumerate(capped.payouts):
-        currency = limits.key_if_governed(payout.currency)
-        if currency is None or not payout.amount or (verdicts is not None and verdicts[index] is not None):
+async def _allot_project(
+    writes: Writes, project_id: str, pending: Pending, limits: Limits, state: StateStore, warehouse: Warehouse, token
+) -> None:
+    ask = _Asking(writes.allotted[project_id], _Seeds(project_id, warehouse))
+    tallies = list(pending.tallies.values())
+    verdicts: list[str] = []
+    for n, start in enumerate(range(0, len(tallies), CHUNK)):
+        chunk = tallies[start : start + CHUNK]
+        verdicts += await ask(f"{token}:{n}", lambda t, s, c=chunk: state.allot_tallies(project_id, t, limits, c, s))
+    left = {key: verdict for key, verdict in zip(pending.tallies, verdicts, strict=True) if verdict != WHOLE}
+    if not left:  # the common case: the rows written as if paid whole stand
+        return
+    cuts: dict[int, tuple[Decimal, Rejection]] = {}  # by place in the delivery's payout rows
+    asks, places = [], []  # the payouts to decide one by one, in order, and their places
+    for place, row, key, units in _governed_rows(writes, project_id, limits):
+        if (verdict := left.get(key)) == EXHAUSTED:
+            cuts[place] = _NOTHING
+        elif verdict == ONE_BY_ONE:
+            asks.append(Ask(row["payout_id"], *key, units, _ms(row["happened_at"])))
+            places.append(place)
+    for n, start in enumerate(range(0, len(asks), CHUNK)):
+        chunk = asks[start : start + CHUNK]
+        grants = await ask(f"{token}:each:{n}", lambda t, s, c=chunk: state.allot(project_id, t, limits, c, s))
+        for place, asked, granted in zip(places[start : start + CHUNK], chunk, grants, strict=True):
+            if granted.rejection is not None:
+                cuts[place] = (from_units(granted.units, asked.currency), granted.rejection)
+    writes.cut_payouts(project_id, cuts)
+
+
+def _governed_rows(writes: Writes, project_id: str, limits: Limits):
+    """The project's paid rows that a cap or budget governs, in order: (place, row, tally key, units). As
+    capped.Pending.tally counts them, read back from the rows."""
+    for place, row in enumerate(writes.rows["payouts"]):
+        if row["project_id"] != project_id or row["amount"] == "0":
             continue
-        side = REFERRER if payout.role == "affiliate" else END_USER  # (allotment.END_USER, REFERRER)
-        found.append(
-            (index, Ask(f"{prefix}{index}", payout.recipient, side, currency, to_units(payout.amount, currency), at))
-        )
-    return found
+        if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
+            continue
+        side = REFERRER if row["role"] == "affiliate" else END_USER
+        user = User(row["recipient_identifier"], row["recipient_identifier_type"])
+        yield place, row, (user, side, currency), to_units(Decimal(row["amount"]), currency)
 
 
-async def _granted(
-    state: StateStore, warehouse: Warehouse, project_id: str, token: str, limits: Limits, asks: list[Ask]
-) -> list[Grant]:
-    if not asks:
-        return []
-    try:
-        return await state.allot(project_id, token, limits, asks)
-    except UnseededBudgets as unseeded:  # a budget set since the last payout in its currency: from what was paid
-        held = await paid_in(warehouse, project_id, unseeded.currencies)
-        seeds = {currency: to_units(held.get(currency, Decimal(0)), currency) for currency in unseeded.currencies}
-        return await state.allot(project_id, token, limits, asks, seeds)
+@lru_cache(maxsize=4096)
+def _ms(text: str) -> int:
+    """A row's time (schemas.clickhouse.values.ch_datetime) back in ms, exactly."""
+    second, millis = text.split(".")
+    return calendar.timegm(time.strptime(second, "%Y-%m-%d %H:%M:%S")) * 1000 + int(millis)
+
+
+class _Seeds:
+    """The warehouse's paid sums of budgets the state store has no counter of, read once per delivery and project."""
+
+    def __init__(self, project_id: str, warehouse: Warehouse):
+        self._project_id, self._warehouse = project_id, warehouse
+        self.units: dict[str, int] = {}
+
+    async def add(self, currencies: list[str]) -> None:
+        held = await paid_in(self._warehouse, self._project_id, currencies)
+        self.units |= {currency: to_units(held.get(currency, Decimal(0)), currency) for currency in currencies}
+
+
+class _Asking:
+    """One call of the state store's under a token of the delivery's (kept, to forget once written), asked again
+    with seeds when a budget it meets has no paid counter yet (a budget set since the last payout in its currency)."""
+
+    def __init__(self, tokens: list[str], seeds: _Seeds):
+        self._tokens, self._seeds = tokens, seeds
+
+    async def __call__(self, token: str, call: Callable[[str, dict[str, int] | None], Awaitable]):
+        self._tokens.append(token)
+        try:
+            return await call(token, self._seeds.units or None)
+        except UnseededBudgets as unseeded:
+            await self._seeds.add(unseeded.currencies)
+            return await call(token, self._seeds.units)

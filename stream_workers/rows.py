@@ -5,13 +5,12 @@ A record's own row is derived from its entity's declaration (schemas/entities.py
 handler (stream_workers/handlers/) holds its own."""
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from decimal import Decimal
+from dataclasses import dataclass
 
 import orjson
 
 from rewards.domain import claim_checks
-from rewards.domain.amounts import EXACT, format_amount, to_points
+from rewards.domain.amounts import format_amount, to_points
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.figure_currency import counted
 from rewards.domain.integrity import Rejection
@@ -119,20 +118,15 @@ def source_rows(
     payouts: list[Payout],
     created_at_ms: int,
     verdicts: list[Rejection | None] | None = None,
-    cuts: dict[int, tuple[Decimal, Rejection]] | None = None,
 ) -> SourceRows:
     """`payouts` of one source as rows; `verdicts`: each payout's rejection (rewards.domain.integrity.screen), or
-    None when it is paid (no verdicts: every payout is); `cuts`: by index, the part of a payout that caps and budgets
-    let through and the rule that refused the rest (rewards.domain.allotment): a row paid for that part (none for 0),
-    a rejected row for the rest, under one id. A payout keeps its index among all the source's payouts (its id),
-    whether paid or rejected."""
+    None when it is paid (no verdicts: every payout is). A payout keeps its index among all the source's payouts (its
+    id), whether paid or rejected (or cut by caps and budgets: stream_workers.writes.Writes.cut_payouts)."""
     if verdicts is None or not any(verdicts):
         paid, rejected = list(enumerate(payouts)), []
     else:
         paid = [(i, p) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is None]
         rejected = [(i, p, v) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is not None]
-    if cuts:
-        paid, rejected = _cut(paid, rejected, cuts)
     checks = []
     for index, payout in paid:
         if isinstance(payout.currency, TokenCurrency):
@@ -142,20 +136,6 @@ def source_rows(
             checks.append((check, claim_check_row(source.project_id, check)))
     rejected_rows = payout_rows(source, [(i, p) for i, p, _ in rejected], created_at_ms, [v for _, _, v in rejected])
     return SourceRows(payout_rows(source, paid, created_at_ms), checks, rejected_rows)
-
-
-def _cut(paid: list, rejected: list, cuts: dict[int, tuple[Decimal, Rejection]]) -> tuple[list, list]:
-    """Each cut payout split into its paid part (if any) and its refused rest."""
-    kept = []
-    for index, payout in paid:
-        if (cut := cuts.get(index)) is None:
-            kept.append((index, payout))
-            continue
-        part, rule = cut
-        if part > 0:
-            kept.append((index, replace(payout, amount=part)))
-        rejected.append((index, replace(payout, amount=EXACT.subtract(payout.amount, part)), rule))
-    return kept, sorted(rejected, key=lambda found: found[0])
 
 
 _POINT_COLUMNS = {"currency": "point", "currency_chain_id": 0, "currency_name": "", "currency_decimals": 0}

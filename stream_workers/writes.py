@@ -1,24 +1,18 @@
 """What a delivery writes: each table's rows, then what the state store learns once they are written."""
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
+from rewards.domain import claim_checks
 from rewards.domain.allotment import Limits
+from rewards.domain.amounts import EXACT, format_amount
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.integrity import Rejection
 from rewards.domain.payouts import Payout
 from stream_workers import rows
+from stream_workers.capped import Pending
 from stream_workers.rows import PayoutSource, SourceRows
-
-
-@dataclass(frozen=True)
-class Capped:
-    """A source's payouts waiting for caps and budgets to allot them (stream_workers.allot) before they become rows."""
-
-    source: PayoutSource
-    payouts: list[Payout]
-    verdicts: list[Rejection | None] | None
-    created_ms: int
 
 
 @dataclass
@@ -27,7 +21,7 @@ class Writes:
     processed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     failed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # conversions set aside
     new_checks: dict[str, list[ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
-    capped: dict[str, list[Capped]] = field(default_factory=lambda: defaultdict(list))
+    capped: dict[str, Pending] = field(default_factory=lambda: defaultdict(Pending))  # waiting for the allot step
     allotted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # tokens whose grants are kept
     payouts: int = 0
 
@@ -39,11 +33,11 @@ class Writes:
         verdicts: list[Rejection | None] | None,
         limits: Limits,
     ) -> None:
-        """A record's payouts: their rows now, or, if caps or budgets govern one of their currencies, once allotted."""
-        if limits and any(limits.key_if_governed(payout.currency) is not None for payout in payouts):
-            self.capped[source.project_id].append(Capped(source, payouts, verdicts, created_ms))
-        else:
-            self.add_payouts(source.project_id, rows.source_rows(source, payouts, created_ms, verdicts))
+        """A record's payouts as rows, as if each were paid whole; those a cap or budget governs are tallied for the
+        allot step (`capped`), which cuts their rows if it must (`cut_payouts`)."""
+        self.add_payouts(source.project_id, rows.source_rows(source, payouts, created_ms, verdicts))
+        if limits:
+            self.capped[source.project_id].tally(payouts, verdicts, source.happened_at_ms, limits)
 
     def add_payouts(self, project_id: str, source: SourceRows) -> None:
         """A record's payout rows: those paid, the claim checks (with their rows) of those in an on-chain currency, and
@@ -54,3 +48,30 @@ class Writes:
         for check, check_row in source.checks:
             self.rows["claim_checks"].append(check_row)
             self.new_checks[project_id].append(check)
+
+    def cut_payouts(self, project_id: str, cuts: dict[int, tuple[Decimal, Rejection]]) -> None:
+        """Cut paid rows (by their place in `rows["payouts"]`) to the part granted: a rejected row for the rest under
+        the same id (API.md §8), the paid row kept for the part (dropped for none), its claim check alike. (Rare: a
+        pass over the delivery's payout rows.)"""
+        paid, checks = [], {}
+        for place, row in enumerate(self.rows["payouts"]):
+            if (cut := cuts.get(place)) is None:
+                paid.append(row)
+                continue
+            part, rule = cut
+            rest = EXACT.subtract(Decimal(row["amount"]), part)
+            self.rows["rejected_payouts"].append({**row, "amount": format_amount(rest), "reason": rule})
+            if part > 0:
+                paid.append({**row, "amount": format_amount(part)})
+            checks[claim_checks.check_id(project_id, row["payout_id"])] = part
+        self.payouts -= len(self.rows["payouts"]) - len(paid)
+        self.rows["payouts"] = paid
+        opened = []
+        for check in self.new_checks[project_id]:
+            if (part := checks.get(check.id)) is None:
+                opened.append(check)
+            elif part > 0:
+                opened.append(replace(check, amount=int(part)))
+        self.new_checks[project_id] = opened
+        self.rows["claim_checks"] = [row for row in self.rows["claim_checks"] if row["id"] not in checks]
+        self.rows["claim_checks"] += [rows.claim_check_row(project_id, c) for c in opened if c.id in checks]

@@ -175,6 +175,62 @@ def grants_of(asks: Sequence[Ask], cuts: Sequence) -> list[Grant]:
     return grants
 
 
+class Tally:
+    """One user's payouts of one side and currency in a delivery, summed: what caps and budgets decide at once when
+    the user is far from its caps (`allot_tallies`). `times`: the units asked at each event time (ms)."""
+
+    __slots__ = ("currency", "side", "times", "units", "user")
+
+    def __init__(self, user: User, side: str, currency: str, units: int = 0, times: dict[int, int] | None = None):
+        self.user, self.side, self.currency = user, side, currency
+        self.units, self.times = units, {} if times is None else times
+
+    def add(self, units: int, at_ms: int) -> None:
+        self.units += units
+        self.times[at_ms] = self.times.get(at_ms, 0) + units
+
+    def months(self) -> dict[str, int]:
+        """Its units by calendar month (the key of a calendar-month cap's counter)."""
+        found: dict[str, int] = {}
+        for at, units in self.times.items():
+            month = calendar_month(at)
+            found[month] = found.get(month, 0) + units
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tally) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key()[:3])
+
+    def __repr__(self) -> str:
+        return f"Tally{self._key()}"
+
+    def _key(self) -> tuple:
+        return self.user, self.side, self.currency, self.units, self.times
+
+
+def tallied(asks: Sequence[Ask]) -> tuple[list[Tally], list[int]]:
+    """The tallies of `asks` (one per user, side and currency, in the order of their first ask), and each ask's
+    tally. (The workers build theirs straight from payouts: stream_workers.allot.)"""
+    tallies: dict[tuple, int] = {}
+    found: list[Tally] = []
+    of = []
+    for ask in asks:
+        key = (ask.user, ask.side, ask.currency)
+        if (number := tallies.get(key)) is None:
+            number = tallies[key] = len(found)
+            found.append(Tally(ask.user, ask.side, ask.currency))
+        found[number].add(ask.units, ask.at_ms)
+        of.append(number)
+    return found, of
+
+
+# What `allot_tallies` decides of a tally: all of it granted (and counted), none of it (its budget is spent: each of
+# its payouts gets 0, `budget_exhausted`; nothing counted), or to be decided payout by payout (`allot_each`).
+WHOLE, EXHAUSTED, ONE_BY_ONE = "W", "E", "1"
+
+
 class UnseededBudgets(Exception):
     """Budgets whose paid counter the store does not hold yet (set since the last payout in their currency): the
     caller seeds them with what the warehouse holds paid, and asks again."""
@@ -191,17 +247,17 @@ class Book(Protocol):
     def total(self, side: str, currency: str, user: User) -> int: ...
     def month(self, side: str, currency: str, user: User, month: str) -> int: ...
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]: ...
-    def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
-        """Count each grant's units in the currency's paid counter (if it has a budget) and, if it has caps, in the
-        user's all-time and month counters and, if it has rolling caps, in its grants by time (kept
-        `limits.history_ms(currency)` past their time)."""
+    def count(self, granted: Sequence[Tally], limits: Limits) -> None:
+        """Count granted units (each tally's, at its times) in the currency's paid counter (if it has a budget) and,
+        if it has caps, in the user's all-time and month counters and, if it has rolling caps, in its grants by time
+        (kept `limits.history_ms(currency)` past their time)."""
 
 
 def allot_each(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
     """The rule: each ask's grant, in order, each counted in before the next is decided (a payout asked again in the
     same call gets its first ask's grant, counted once); UnseededBudgets (nothing counted) when a budget's paid counter
-    is not in the book. (`allot` gives the same grants, faster.)"""
-    _check_seeded(asks, limits, book)
+    is not in the book."""
+    _check_seeded({ask.currency for ask in asks}, limits, book)
     grants: list[Grant] = []
     first: dict[str, Grant] = {}
     for ask in asks:
@@ -209,89 +265,96 @@ def allot_each(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> 
             grants.append(Grant(min(earlier.units, ask.units), earlier.rejection))
             continue
         decided = first[ask.payout_id] = grant(ask.units, rooms(ask, limits, book, now_ms))
-        book.record([(ask, decided)], limits)
+        if decided.units:
+            book.count([Tally(ask.user, ask.side, ask.currency, decided.units, {ask.at_ms: decided.units})], limits)
         grants.append(decided)
     return grants
 
 
+def allot_tallies(tallies: Sequence[Tally], limits: Limits, book: Book, now_ms: int) -> list[str]:
+    """The common case at once: each tally's verdict (WHOLE, EXHAUSTED, ONE_BY_ONE), the WHOLE ones counted.
+
+    A user whose tallies all fit under every cap of their currency (their sums beside what the caps counted), in a
+    currency whose budget all the currency's tallies fit in, is granted them whole, whatever their order (each of its
+    payouts would be granted whole one by one); in a currency whose budget is spent, every payout gets 0. The rest
+    is decided payout by payout (`allot_each`), in order, after these: the same grants as `allot_each` over all the
+    delivery's payouts (tests/domain/test_allotment.py holds the two together). So a delivery far from its limits
+    costs a few reads per user rather than per payout."""
+    _check_seeded({tally.currency for tally in tallies}, limits, book)
+    verdicts = [ONE_BY_ONE] * len(tallies)
+    by_currency: dict[str, list[int]] = {}
+    for number, tally in enumerate(tallies):
+        by_currency.setdefault(tally.currency, []).append(number)
+    whole: list[Tally] = []
+    for currency, numbers in by_currency.items():
+        if (budget := limits.budgets.get(currency)) is not None:
+            paid = book.paid(currency) or 0
+            if paid >= budget:  # every ask's room is 0, and a budget is named before a cap leaving as little
+                for number in numbers:
+                    verdicts[number] = EXHAUSTED
+                continue
+            if paid + sum(tallies[number].units for number in numbers) > budget:
+                continue  # the budget may bind: order matters
+        by_user: dict[User, list[int]] = {}
+        for number in numbers:
+            by_user.setdefault(tallies[number].user, []).append(number)
+        caps = limits.caps.get(currency, ())
+        for own in by_user.values():
+            if all(_fits(cap, [tallies[number] for number in own], book, now_ms) for cap in caps):
+                for number in own:
+                    verdicts[number] = WHOLE
+                    whole.append(tallies[number])
+    book.count(whole, limits)
+    return verdicts
+
+
 def allot(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:
-    """`allot_each`'s grants, with the common case counted in bulk: a user whose asks all fit under every cap (their
-    sum beside what the caps counted), in a currency whose budget all the currency's asks fit in, is granted them
-    whole, whatever their order (each would be granted whole one by one); only the others are decided one by one, in
-    order. So a delivery far from its limits costs a few reads per user rather than per payout."""
-    _check_seeded(asks, limits, book)
-    first: dict[str, int] = {}
-    for index, ask in enumerate(asks):
-        first.setdefault(ask.payout_id, index)
-    grants: list[Grant | None] = [None] * len(asks)
-    whole, one_by_one = _sorted_out([asks[i] for i in first.values()], limits, book, now_ms)
-    book.record([(ask, Grant(ask.units, None)) for ask in whole], limits)
-    for ask in whole:
-        grants[first[ask.payout_id]] = Grant(ask.units, None)
-    for ask in one_by_one:  # in their order
-        decided = grant(ask.units, rooms(ask, limits, book, now_ms))
-        book.record([(ask, decided)], limits)
-        grants[first[ask.payout_id]] = decided
-    for index, ask in enumerate(asks):  # a payout asked again: its first ask's grant, counted once
-        if grants[index] is None:
-            earlier = grants[first[ask.payout_id]]
-            grants[index] = Grant(min(earlier.units, ask.units), earlier.rejection)
-    return grants  # type: ignore[return-value]
+    """Both steps as a delivery takes them (each payout asked once): `allot_tallies`, then `allot_each` over the
+    payouts of the tallies it left; the same grants as `allot_each` over all of them."""
+    tallies, of = tallied(asks)
+    verdicts = allot_tallies(tallies, limits, book, now_ms)
+    left = [ask for ask, number in zip(asks, of, strict=True) if verdicts[number] == ONE_BY_ONE]
+    decided = iter(allot_each(left, limits, book, now_ms))
+    return [
+        Grant(ask.units, None) if verdicts[number] == WHOLE
+        else Grant(0, Rejection.BUDGET_EXHAUSTED) if verdicts[number] == EXHAUSTED
+        else next(decided)
+        for ask, number in zip(asks, of, strict=True)
+    ]  # fmt: skip
 
 
-def _check_seeded(asks: Sequence[Ask], limits: Limits, book: Book) -> None:
-    if unseeded := sorted({a.currency for a in asks if a.currency in limits.budgets and book.paid(a.currency) is None}):
+def _check_seeded(currencies: set[str], limits: Limits, book: Book) -> None:
+    if unseeded := sorted(c for c in currencies if c in limits.budgets and book.paid(c) is None):
         raise UnseededBudgets(unseeded)
 
 
-def _sorted_out(fresh: list[Ask], limits: Limits, book: Book, now_ms: int) -> tuple[list[Ask], list[Ask]]:
-    """The asks granted whole at once, and those to decide one by one (in order)."""
-    by_currency: dict[str, list[Ask]] = {}
-    for ask in fresh:
-        by_currency.setdefault(ask.currency, []).append(ask)
-    whole, one_by_one = [], []
-    for currency, asked in by_currency.items():
-        budget = limits.budgets.get(currency)
-        if budget is not None and (book.paid(currency) or 0) + sum(ask.units for ask in asked) > budget:
-            one_by_one += asked  # the budget may bind: order matters
-            continue
-        by_user: dict[User, list[Ask]] = {}
-        for ask in asked:
-            by_user.setdefault(ask.user, []).append(ask)
-        for own in by_user.values():
-            fits = all(_fits(cap, own, book, now_ms) for cap in limits.caps.get(currency, ()))
-            (whole if fits else one_by_one).extend(own)
-    order = {id(ask): n for n, ask in enumerate(fresh)}
-    return whole, sorted(one_by_one, key=lambda ask: order[id(ask)])
-
-
-def _fits(cap: CapRule, asks: list[Ask], book: Book, now_ms: int) -> bool:
-    """Whether one user's asks of one currency all fit under `cap` whatever their order: their sum, beside the most
-    the cap counted where any of them could meet it, is within it."""
-    covered = [ask for ask in asks if ask.side in cap.sides]
+def _fits(cap: CapRule, tallies: list[Tally], book: Book, now_ms: int) -> bool:
+    """Whether one user's tallies of one currency all fit under `cap` whatever the order of their payouts: their sum,
+    beside the most the cap counted where any of them could meet it, is within it."""
+    covered = [tally for tally in tallies if tally.side in cap.sides]
     if not covered:
         return True
-    asked = sum(ask.units for ask in covered)
+    asked = sum(tally.units for tally in covered)
     user, currency = covered[0].user, covered[0].currency
+    times = [at for tally in covered for at in tally.times]
     if cap.window == ALL_TIME:
         return sum(book.total(side, currency, user) for side in cap.sides) + asked <= cap.units
     if cap.window == CALENDAR_MONTH:
-        if any(month_end_ms(ask.at_ms) + KEPT_MS <= now_ms for ask in covered):
+        if any(month_end_ms(at) + KEPT_MS <= now_ms for at in times):
             return False
         by_month: dict[str, int] = {}
-        for ask in covered:
-            month = calendar_month(ask.at_ms)
-            by_month[month] = by_month.get(month, 0) + ask.units
+        for tally in covered:
+            for month, units in tally.months().items():
+                by_month[month] = by_month.get(month, 0) + units
         return all(
             sum(book.month(side, currency, user, month) for side in cap.sides) + units <= cap.units
             for month, units in by_month.items()
         )
-    if any(ask.at_ms <= now_ms - KEPT_MS for ask in covered):
+    if min(times) <= now_ms - KEPT_MS:
         return False
     if sum(book.total(side, currency, user) for side in cap.sides) + asked <= cap.units:
         return True  # all it ever counted holds at least any span's: no grant by time need be read
-    lo = min(ask.at_ms for ask in covered) - cap.window_ms
-    hi = max(ask.at_ms for ask in covered) + cap.window_ms
+    lo, hi = min(times) - cap.window_ms, max(times) + cap.window_ms
     held = sum(units for side in cap.sides for _, units in book.history(side, currency, user, lo, hi))
     return held + asked <= cap.units
 

@@ -30,13 +30,13 @@ class PayoutKind(StrEnum):
 COMMISSION, REBATE = PayoutKind.COMMISSION, PayoutKind.REBATE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class User:
     identifier: str
     identifier_type: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Payout:
     kind: PayoutKind
     role: str  # "affiliate" (earned as an affiliate) or "user" (earned as an end user)

@@ -34,7 +34,7 @@ from rewards.adapters.production.redis_scripts import Scripts
 from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
 from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
-from rewards.domain.allotment import Ask, CapRule, Grant, Limits
+from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, tallied
 from rewards.domain.integrity import Rejection
 from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
@@ -228,7 +228,9 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 "end_user", "point", 3, now_ms())]  # fmt: skip
         assert await store.allot(project, "delivery-1", limits, asks, {"point": 0}) == [Grant(9, CAP), Grant(3, None)]
         assert await store.budgets_paid(project, ["point"]) == {"point": 12}
-        await store.forget_grants(project, ["delivery-1"])
+        tallies = tallied([Ask("conversion:s-2:0", user(3), "end_user", "point", 4, now_ms())])[0]
+        assert await store.allot_tallies(project, "delivery-2", limits, tallies) == [WHOLE]
+        await store.forget_grants(project, ["delivery-1", "delivery-2"])
         assert await store.release(project, "cc_slots", "point", 2) is True  # an expired check back in the budget
         await store.reset_budgets(project, ["point"])
 

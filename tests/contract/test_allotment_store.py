@@ -175,6 +175,82 @@ async def test_every_adapter_grants_what_the_reference_rule_grants(store: Allotm
     assert await store.budgets_paid(pid, [POINT, TOKEN]) == reference.paid_units
 
 
+async def settled(
+    store: AllotmentStore, pid: str, delivery: str, limits: Limits, asks: list[Ask], seeds, seen: set | None = None
+) -> list:
+    """A delivery's two steps as the workers take them (stream_workers.allot): its tallies, then its payouts one by
+    one where a tally was left to them (`seen`: the verdicts met)."""
+    tallies, of = allotment.tallied(asks)
+    verdicts = await store.allot_tallies(pid, delivery, limits, tallies, seeds)
+    (seen if seen is not None else set()).update(verdicts)
+    left = [ask for ask, number in zip(asks, of, strict=True) if verdicts[number] == allotment.ONE_BY_ONE]
+    decided = iter(await store.allot(pid, f"{delivery}:each", limits, left, seeds))
+    return [
+        Grant(ask.units, None) if verdicts[number] == allotment.WHOLE
+        else Grant(0, BUDGET) if verdicts[number] == allotment.EXHAUSTED
+        else next(decided)
+        for ask, number in zip(asks, of, strict=True)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_every_adapter_decides_tallies_as_the_reference_rule(store: AllotmentStore, pid: str, seed: int):
+    """Tallies granted whole, budgets spent, the rest one by one: the grants of `allot_each` over every payout, with
+    users near and far from their caps, budgets binding and spent, grants by time written by either step and read by
+    the other."""
+    rng = random.Random(seed)
+    users = [user(n) for n in range(1, 5)] + [User("Alice+x@Example.com", "email")]
+    windows = [("all_time", 0), ("calendar_month", 0), ("rolling", DAY_MS), ("rolling", 7 * DAY_MS)]
+    caps = {
+        currency: tuple(
+            CapRule(rng.choice([END, REF, WALLET]), rng.randrange(20, 120) * scale, *rng.choice(windows))
+            for _ in range(rng.randrange(1, 4))
+        )
+        for currency, scale in ((POINT, E18), (TOKEN, 1))
+    }
+    limits = Limits(budgets={POINT: rng.randrange(300, 900) * E18, TOKEN: 10**30}, caps=caps)
+    seeds = {POINT: 7, TOKEN: 0}
+    reference = MemoryBook(seeds)
+    verdicts = set()
+    for delivery in range(10):
+        asks = [
+            Ask(
+                f"conversion:d{delivery}-{i}:0",
+                rng.choice(users),
+                rng.choice(["end_user", "referrer"]),
+                currency := rng.choice([POINT, TOKEN]),
+                rng.randrange(1, 12) * (E18 if currency == POINT else 1) + rng.randrange(2),
+                NOW - rng.randrange(0, 40 * DAY_MS) // 3_600_000 * 3_600_000,
+            )
+            for i in range(rng.randrange(1, 40))
+        ]
+        expected = allotment.allot_each(asks, limits, reference, NOW)
+        assert await settled(store, pid, f"d{delivery}", limits, asks, seeds, verdicts) == expected
+    assert await store.budgets_paid(pid, [POINT, TOKEN]) == reference.paid_units
+    assert {allotment.WHOLE, allotment.ONE_BY_ONE} <= verdicts, verdicts
+
+
+async def test_a_delivery_of_tallies_is_counted_once(store: AllotmentStore, pid: str):
+    limits = Limits(budgets={TOKEN: 1000}, caps={TOKEN: (CapRule(WALLET, 650, "rolling", DAY_MS),)})
+    asks = [ask(1, 300, currency=TOKEN), ask(2, 300, user(2), currency=TOKEN), ask(3, 300, currency=TOKEN)]
+    tallies = allotment.tallied(asks)[0]
+    assert await store.allot_tallies(pid, "d1", limits, tallies, {TOKEN: 0}) == ["W", "W"]
+    # Read again after a crash: the same verdicts, nothing counted twice.
+    assert await store.allot_tallies(pid, "d1", limits, tallies) == ["W", "W"]
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 900}
+
+    async def one(delivery: str, late: Ask) -> list:
+        return await store.allot_tallies(pid, delivery, limits, allotment.tallied([late])[0])
+
+    # Alice has 600 of her 650 in the day (granted whole by her tally): 50 left, then the budget's last 50.
+    assert await one("d2", ask(4, 200, currency=TOKEN, at=NOW - 1)) == ["1"]
+    assert await store.allot(pid, "d2:each", limits, [ask(4, 200, currency=TOKEN, at=NOW - 1)]) == [Grant(50, CAP)]
+    assert await one("d3", ask(5, 60, user(3), currency=TOKEN)) == ["1"]
+    assert await store.allot(pid, "d3:each", limits, [ask(5, 60, user(3), currency=TOKEN)]) == [Grant(50, BUDGET)]
+    assert await one("d4", ask(6, 1, user(4), currency=TOKEN)) == ["E"]  # spent: nothing counted
+    assert await store.budgets_paid(pid, [TOKEN]) == {TOKEN: 1000}
+
+
 async def test_an_expired_check_goes_back_to_its_budget_once(store: AllotmentStore, pid: str):
     limits = Limits(budgets={TOKEN: 1000})
     assert await store.allot(pid, "d", limits, [ask(1, 700, currency=TOKEN)], {TOKEN: 0}) == [Grant(700, None)]

@@ -27,6 +27,7 @@ from tests.support.allotment import MemoryBook
 
 CAP, BUDGET = Rejection.CAP_EXCEEDED, Rejection.BUDGET_EXHAUSTED
 DAY = 86_400_000
+HOUR = 3_600_000
 
 
 def test_a_payout_is_cut_by_the_least_room_and_named_after_it():
@@ -110,8 +111,9 @@ def test_exact_past_any_float():
 
 @pytest.mark.parametrize("seed", range(200))
 def test_granting_in_bulk_grants_what_the_rule_grants_one_by_one(seed):
-    """`allot` (users far from their caps granted at once) against `allot_each` (the rule, one ask after the other),
-    on random limits, users, sides, currencies, times (late and too old among them) and repeated payouts."""
+    """`allot` (users far from their caps granted at once by `allot_tallies`, the rest one by one) against
+    `allot_each` (the rule, one ask after the other), on random limits, users, sides, currencies and times (late and
+    too old among them), over several calls (a payout of an earlier call asked again in a later one)."""
     rng = random.Random(seed)
     now = 1_800_000_000_000
     users = [User(f"u{n}", "email") for n in range(rng.randint(1, 4))]
@@ -132,8 +134,8 @@ def test_granting_in_bulk_grants_what_the_rule_grants_one_by_one(seed):
     for call in range(rng.randint(1, 5)):
         asks = [
             Ask(f"p{call}-{n}" if rng.random() < 0.8 else f"p0-{n}", rng.choice(users),
-                rng.choice(["end_user", "referrer"]), rng.choice(["point", "t"]), rng.randint(0, 40),
-                now - rng.randint(-3 * DAY, 40 * DAY))
+                rng.choice(["end_user", "referrer"]), rng.choice(["point", "t"]), rng.randint(1, 40),
+                now - rng.randint(-3 * 24, 80 * 24) * HOUR)  # on the hour: windows meet exactly
             for n in range(rng.randint(1, 25))
         ]  # fmt: skip
         assert allot(asks, limits, bulk, now) == allot_each(asks, limits, one, now)

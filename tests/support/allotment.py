@@ -3,20 +3,16 @@
 from collections import defaultdict
 
 from rewards.domain import allotment
-from rewards.domain.allotment import Ask, Grant, Limits
+from rewards.domain.allotment import Limits, Tally
 from rewards.domain.payouts import User
 
 
 class MemoryBook:
     def __init__(self, seeds: dict[str, int] | None = None):
-        self.grants: dict[str, Grant] = {}
         self.paid_units: dict[str, int] = dict(seeds or {})
         self.totals: dict[tuple, int] = defaultdict(int)
         self.months: dict[tuple, int] = defaultdict(int)
         self.grants_by_time: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
-
-    def granted(self, payout_ids) -> dict[str, Grant]:
-        return {payout_id: self.grants[payout_id] for payout_id in payout_ids if payout_id in self.grants}
 
     def paid(self, currency: str) -> int | None:
         return self.paid_units.get(currency)
@@ -30,18 +26,15 @@ class MemoryBook:
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]:
         return [(t, u) for t, u in self.grants_by_time[side, currency, user] if after_ms < t < before_ms]
 
-    def record(self, granted, limits: Limits) -> None:
-        for ask, grant in granted:
-            self._record(ask, grant, limits)
-
-    def _record(self, ask: Ask, grant: Grant, limits: Limits) -> None:
-        self.grants[ask.payout_id] = grant
-        if grant.units == 0:
-            return
-        if ask.currency in limits.budgets:
-            self.paid_units[ask.currency] += grant.units
-        if ask.currency in limits.caps:
-            self.totals[ask.side, ask.currency, ask.user] += grant.units
-            self.months[ask.side, ask.currency, ask.user, allotment.calendar_month(ask.at_ms)] += grant.units
-            if limits.history_ms(ask.currency):
-                self.grants_by_time[ask.side, ask.currency, ask.user].append((ask.at_ms, grant.units))
+    def count(self, granted: list[Tally], limits: Limits) -> None:
+        for tally in granted:
+            if tally.currency in limits.budgets:
+                self.paid_units[tally.currency] += tally.units
+            if tally.currency not in limits.caps:
+                continue
+            who = (tally.side, tally.currency, tally.user)
+            self.totals[who] += tally.units
+            for at, units in tally.times.items():
+                self.months[*who, allotment.calendar_month(at)] += units
+                if limits.history_ms(tally.currency):
+                    self.grants_by_time[who].append((at, units))

@@ -90,6 +90,7 @@ class Scripts:
     blocklist_page: AsyncScript
     bind_tracking_id: AsyncScript
     allot: AsyncScript
+    allot_tallies: AsyncScript
     release: AsyncScript
 
     @classmethod

@@ -1,15 +1,18 @@
 """AllotmentStore on SQLite: rewards.domain.allotment's rule over its tables (sqlite_db.SCHEMA), one IMMEDIATE
 transaction per call: no other writer, in this process or another, sees the counters between a grant and its count."""
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
+import orjson
 import structlog
 
 from rewards.adapters.embedded.sqlite_state.base import SWEEP_LIMIT, SqliteStateBase
 from rewards.domain import allotment
-from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, Ask, Grant, Limits
+from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, Ask, Grant, Limits, Tally
 from rewards.domain.payouts import User
 from rewards.domain.timestamps import now_ms
 
@@ -22,9 +25,10 @@ def _user(user: User) -> str:
     return f"{user.identifier_type}:{user.identifier}"
 
 
+@lru_cache(maxsize=65_536)
 def _who(side: str, currency: str, user: User) -> str:
     """A user's counters of one side and currency: the currency's length first, so no address can pass for another's
-    (lua/allot.lua names Redis's alike)."""
+    (lua/allot.lua names Redis's alike). Cached: one call asks for a user's names several times each."""
     return f"{side}|{len(currency)}:{currency}|{_user(user)}"
 
 
@@ -37,10 +41,11 @@ class _SqliteBook:
         self._counters: dict[str, int | None] = {}
         self._history: dict[str, list[tuple[int, int]]] = {}
 
-    def load(self, asks: Sequence[Ask], limits: Limits) -> None:
-        """The counters the asks may read (grants by time are read per user, only where the counters cannot tell)."""
+    def load(self, tallies: Sequence[Tally], limits: Limits) -> None:
+        """The counters the tallies may read (grants by time are read per user, only where the counters cannot
+        tell)."""
         keys = [f"paid|{currency}" for currency in limits.budgets]
-        capped = {(a.user, a.currency, allotment.calendar_month(a.at_ms)) for a in asks if a.currency in limits.caps}
+        capped = {(t.user, t.currency, month) for t in tallies if t.currency in limits.caps for month in t.months()}
         for who, currency, month in capped:
             for side in (allotment.END_USER, allotment.REFERRER):
                 keys += [f"total|{_who(side, currency, who)}", f"month|{month}|{_who(side, currency, who)}"]
@@ -61,12 +66,14 @@ class _SqliteBook:
             self._counters[key] = None if row is None else int(row[0])
         return self._counters[key]
 
-    def _add(self, key: str, units: int, expires_ms: int | None) -> None:
-        self._counters[key] = (self._counter(key) or 0) + units
-        self._c.execute(
+    def _add(self, added: list[tuple[str, int, int | None]]) -> None:
+        """Units added to counters ((key, units, expires ms)), each key once, in one statement."""
+        for key, units, _ in added:
+            self._counters[key] = (self._counter(key) or 0) + units
+        self._c.executemany(
             "INSERT INTO allot_counters (project_id, key, units, expires_ms) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (project_id, key) DO UPDATE SET units = excluded.units, expires_ms = excluded.expires_ms",
-            (self._project, key, str(self._counters[key]), expires_ms),
+            [(self._project, key, str(self._counters[key]), expires_ms) for key, _, expires_ms in added],
         )
 
     def seed(self, limits: Limits) -> None:
@@ -96,50 +103,68 @@ class _SqliteBook:
             self._history[key] = [(at, int(units)) for row in rows for at, units in json.loads(row[0])]
         return [(at, units) for at, units in self._history[key] if after_ms < at < before_ms]
 
-    def record(self, granted: Sequence[tuple[Ask, Grant]], limits: Limits) -> None:
+    def count(self, granted: Sequence[Tally], limits: Limits) -> None:
         paid: dict[str, int] = {}  # each counter summed first, then written once
         totals: dict[tuple, int] = {}
         months: dict[tuple, int] = {}
-        history: dict[tuple[str, str], list] = {}  # (key, currency) → [[event ms, units], …]: one row per key
-        for ask, grant in granted:
-            if grant.units == 0:
+        history = []  # one row per tally: [[event ms, units (text)], …]
+        for tally in granted:
+            if tally.currency in limits.budgets:
+                paid[tally.currency] = paid.get(tally.currency, 0) + tally.units
+            if tally.currency not in limits.caps:
                 continue
-            if ask.currency in limits.budgets:
-                paid[ask.currency] = paid.get(ask.currency, 0) + grant.units
-            if ask.currency not in limits.caps:
-                continue
-            who = (ask.side, ask.currency, ask.user)
-            totals[who] = totals.get(who, 0) + grant.units
-            month = (*who, ask.at_ms // allotment.DAY_MS)  # by day: its month below
-            months[month] = months.get(month, 0) + grant.units
-            if limits.history_ms(ask.currency):
-                key = _who(ask.side, ask.currency, ask.user)
-                history.setdefault((key, ask.currency), []).append([ask.at_ms, str(grant.units)])
+            who = (tally.side, tally.currency, tally.user)
+            totals[who] = totals.get(who, 0) + tally.units
+            for at, units in tally.times.items():
+                month = (*who, at // allotment.DAY_MS)  # by day: its month below
+                months[month] = months.get(month, 0) + units
+            if kept := limits.history_ms(tally.currency):
+                key = _who(*who)
+                history.append((key, [[at, str(units)] for at, units in tally.times.items()], kept))
                 if key in self._history:  # (one not read yet is read from the table, this row included)
-                    self._history[key].append((ask.at_ms, grant.units))
-        for currency, units in paid.items():
-            self._add(f"paid|{currency}", units, None)
-        for (side, currency, user), units in totals.items():
-            self._add(f"total|{_who(side, currency, user)}", units, None)
-        by_month: dict[tuple, list[int]] = {}
+                    self._history[key] += tally.times.items()
+        added = [(f"paid|{currency}", units, None) for currency, units in paid.items()]
+        added += [(f"total|{_who(*who)}", units, None) for who, units in totals.items()]
+        by_month: dict[str, list[int]] = {}
         for (side, currency, user, day), units in months.items():
             at = day * allotment.DAY_MS
-            key = (f"month|{allotment.calendar_month(at)}|{_who(side, currency, user)}",)
+            key = f"month|{allotment.calendar_month(at)}|{_who(side, currency, user)}"
             found = by_month.setdefault(key, [0, allotment.month_end_ms(at) + KEPT_MS])
             found[0] += units
-        for (key,), (units, kept) in by_month.items():
-            self._add(key, units, kept)
+        self._add(added + [(key, units, kept) for key, (units, kept) in by_month.items()])
         self._c.executemany(
             "INSERT INTO allot_history (project_id, key, grants, expires_ms) VALUES (?, ?, ?, ?)",
             [
-                (self._project, key, json.dumps(grants), max(at for at, _ in grants) + limits.history_ms(currency))
-                for (key, currency), grants in history.items()
+                (self._project, key, json.dumps(grants), max(at for at, _ in grants) + kept)
+                for key, grants, kept in history
             ],
         )
 
 
 class SqliteAllotmentStore(SqliteStateBase):
     """The reference adapter of rewards.ports.AllotmentStore."""
+
+    async def allot_tallies(
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        tallies: Sequence[Tally],
+        seeds: Mapping[str, int] | None = None,
+    ) -> list[str]:
+        now, asked = now_ms(), _tallies_fingerprint(tallies)
+
+        def allot(c: sqlite3.Connection) -> list[str]:
+            if (kept := _kept(c, project_id, delivery, asked)) is not None:
+                return list(kept)
+            book = _SqliteBook(c, project_id, seeds or {}, now)
+            book.seed(limits)
+            book.load(tallies, limits)
+            verdicts = allotment.allot_tallies(tallies, limits, book, now)
+            _keep(c, project_id, delivery, asked, "".join(verdicts), now)
+            return verdicts
+
+        return await self._db.run(allot)
 
     async def allot(
         self,
@@ -152,24 +177,13 @@ class SqliteAllotmentStore(SqliteStateBase):
         now, asked = now_ms(), allotment.fingerprint(asks)
 
         def allot(c: sqlite3.Connection) -> list[Grant]:
-            _sweep(c, now, SWEEP_LIMIT)
-            kept = c.execute(
-                "SELECT fingerprint, cuts FROM allot_deliveries WHERE project_id = ? AND delivery = ?",
-                (project_id, delivery),
-            ).fetchone()
-            if kept is not None and kept[0] == asked:
-                return allotment.grants_of(asks, json.loads(kept[1]))
-            if kept is not None:
-                log.warning("a delivery asked otherwise than before: counted again", delivery=delivery)
+            if (kept := _kept(c, project_id, delivery, asked)) is not None:
+                return allotment.grants_of(asks, json.loads(kept))
             book = _SqliteBook(c, project_id, seeds or {}, now)
             book.seed(limits)
-            book.load(asks, limits)
-            grants = allotment.allot(asks, limits, book, now)
-            c.execute(
-                "INSERT OR REPLACE INTO allot_deliveries (project_id, delivery, fingerprint, cuts, created_ms)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (project_id, delivery, asked, json.dumps(allotment.cuts_of(asks, grants)), now),
-            )
+            book.load(allotment.tallied(asks)[0], limits)
+            grants = allotment.allot_each(asks, limits, book, now)
+            _keep(c, project_id, delivery, asked, json.dumps(allotment.cuts_of(asks, grants)), now)
             return grants
 
         return await self._db.run(allot)
@@ -228,6 +242,34 @@ class SqliteAllotmentStore(SqliteStateBase):
                 [(project_id, f"paid|{currency}") for currency in currencies],
             )
         )
+
+
+def _kept(c: sqlite3.Connection, project_id: str, delivery: str, asked: str) -> str | None:
+    """What the delivery was answered when it asked the same before (read again after a crash), else None."""
+    _sweep(c, now_ms(), SWEEP_LIMIT)
+    kept = c.execute(
+        "SELECT fingerprint, cuts FROM allot_deliveries WHERE project_id = ? AND delivery = ?", (project_id, delivery)
+    ).fetchone()
+    if kept is not None and kept[0] == asked:
+        return kept[1]
+    if kept is not None:
+        log.warning("a delivery asked otherwise than before: counted again", delivery=delivery)
+    return None
+
+
+def _keep(c: sqlite3.Connection, project_id: str, delivery: str, asked: str, answer: str, now: int) -> None:
+    c.execute(
+        "INSERT OR REPLACE INTO allot_deliveries (project_id, delivery, fingerprint, cuts, created_ms)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (project_id, delivery, asked, answer, now),
+    )
+
+
+def _tallies_fingerprint(tallies: Sequence[Tally]) -> str:
+    asked = [
+        [_user(t.user), t.side, t.currency, str(t.units), [[at, str(u)] for at, u in t.times.items()]] for t in tallies
+    ]
+    return hashlib.blake2b(orjson.dumps(asked), digest_size=16).hexdigest()
 
 
 def _chunks(items: list) -> list[list]:

@@ -1,6 +1,7 @@
 """AllotmentStore on Redis: rewards.domain.allotment's rule in one Lua script per call (lua/allot.lua), every key in
 the project's slot, so a cap or budget is counted by one atomic step whatever the number of workers."""
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
@@ -9,7 +10,16 @@ import orjson
 from rewards.adapters.production.redis_keys import ProjectKeys, user_field
 from rewards.adapters.production.redis_state.base import RedisStateBase
 from rewards.domain import allotment
-from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, Ask, Grant, Limits, UnseededBudgets
+from rewards.domain.allotment import (
+    GRANTS_KEPT_MS,
+    KEPT_MS,
+    RELEASES_KEPT_MS,
+    Ask,
+    Grant,
+    Limits,
+    Tally,
+    UnseededBudgets,
+)
 from rewards.domain.timestamps import now_ms
 
 
@@ -24,6 +34,33 @@ def _limits(limits: Limits) -> str:
     return json.dumps({**document, "grants_kept_ms": GRANTS_KEPT_MS})
 
 
+def _tally(tally: Tally, history: bool) -> list:
+    months = [
+        [month, str(units), allotment.month_end_ms(at) + KEPT_MS] for month, (units, at) in _months(tally.times).items()
+    ]
+    times = tally.times
+    grants = ",".join(f"{at}:{units}" for at, units in times.items()) if history else ""
+    return [
+        user_field(tally.user),
+        tally.side,
+        tally.currency,
+        str(tally.units),
+        months,
+        min(times),
+        max(times),
+        grants,
+    ]
+
+
+def _months(times: dict[int, int]) -> dict[str, tuple[int, int]]:
+    """Units by calendar month, each with one of its times."""
+    found: dict[str, tuple[int, int]] = {}
+    for at, units in times.items():
+        month = allotment.calendar_month(at)
+        found[month] = (found[month][0] + units, at) if month in found else (units, at)
+    return found
+
+
 def _ask(ask: Ask) -> list:
     month_kept = allotment.month_end_ms(ask.at_ms) + KEPT_MS
     month = allotment.calendar_month(ask.at_ms)
@@ -33,6 +70,18 @@ def _ask(ask: Ask) -> list:
 class RedisAllotmentStore(RedisStateBase):
     """The production adapter of rewards.ports.AllotmentStore."""
 
+    async def allot_tallies(
+        self,
+        project_id: str,
+        delivery: str,
+        limits: Limits,
+        tallies: Sequence[Tally],
+        seeds: Mapping[str, int] | None = None,
+    ) -> list[str]:
+        asked = orjson.dumps([_tally(tally, bool(limits.history_ms(tally.currency))) for tally in tallies])
+        answer = await self._run("allot_tallies", project_id, delivery, limits, asked, seeds)
+        return list(answer)
+
     async def allot(
         self,
         project_id: str,
@@ -41,15 +90,25 @@ class RedisAllotmentStore(RedisStateBase):
         asks: Sequence[Ask],
         seeds: Mapping[str, int] | None = None,
     ) -> list[Grant]:
+        answer = await self._run(
+            "allot", project_id, delivery, limits, orjson.dumps([_ask(ask) for ask in asks]), seeds
+        )
+        return allotment.grants_of(asks, orjson.loads(answer))
+
+    async def _run(
+        self, script: str, project_id: str, delivery: str, limits: Limits, asked: bytes, seeds: Mapping[str, int] | None
+    ) -> str:
+        """One of the two scripts over the project's keys; its answer. The fingerprint of what is asked is the hash
+        of its arguments' bytes (the same asks make the same bytes)."""
         k = ProjectKeys(project_id)
         keys = [k.allotment("deliveries"), k.allotment("deliveries_at"), k.allotment("paid"), k.allotment("total")]
         seeded = json.dumps({currency: str(units) for currency, units in (seeds or {}).items()})
-        asked = orjson.dumps([_ask(ask) for ask in asks])
-        args = [k.allotment(), now_ms(), _limits(limits), seeded, asked, delivery, allotment.fingerprint(asks)]
-        answer = await self._scripts.allot(keys=keys, args=args)
+        fingerprint = hashlib.blake2b(asked, digest_size=16).hexdigest()
+        args = [k.allotment(), now_ms(), _limits(limits), seeded, asked, delivery, fingerprint]
+        answer = await getattr(self._scripts, script)(keys=keys, args=args)
         if answer[0] == "unseeded":
             raise UnseededBudgets(answer[1:])
-        return allotment.grants_of(asks, orjson.loads(answer[1]))
+        return answer[1]
 
     async def forget_grants(self, project_id: str, deliveries: Sequence[str]) -> None:
         if deliveries:

@@ -2,10 +2,11 @@
 realistic deliveries, against the embedded warehouse (chdb, SQLite state) and the production engines (the
 ClickHouse server, Redis state), with its time split by step.
 
-- **Deliveries:** messages of 100 conversions as `bench/load.py` posts them (a purchase with an amount, metadata),
-  as many as a full delivery of each shape holds: embedded 50 messages (the worker's `MAX_DELIVERIES`), mixing 4
-  projects (the outbox's order); production `REWARDS_WORKER_BATCH_SIZE` records (10,000 by default) of one project
-  (the topic is keyed by project, and a delivery is cut from one partition), the next delivery the next project.
+- **Deliveries:** messages of 100 conversions as `bench/load.py` posts them (a purchase with an amount, metadata,
+  each at its own time in the last minute), as many as a full delivery of each shape holds: embedded 50 messages
+  (the worker's `MAX_DELIVERIES`), mixing 4 projects (the outbox's order); production `REWARDS_WORKER_BATCH_SIZE`
+  records (10,000 by default) of one project (the topic is keyed by project, and a delivery is cut from one
+  partition), the next delivery the next project.
   5% of the users are referred through a 4-level chain whose first level is a gold-tier affiliate. The
   configuration has two tiers, an end-user reward and a campaign bonus, so a purchase pays 2 payouts, a referred
   user's 6 and 4 volume rows. Every delivery's ids are new, accepted first as the ingest edge does (the state
@@ -218,7 +219,7 @@ def _messages(
         records = [
             {"type": "conversion", "project_id": project.id, "batch_id": f"{run}-{m}", "dedup_id": ids[i],
              "name": "purchase", "user_identifier": users[i], "user_identifier_type": "evm_address",
-             "timestamp_ms": received - 1000, "received_ms": received,
+             "timestamp_ms": received - 1000 - (m * BATCH + i) * 7 % 60_000, "received_ms": received,
              "args": {"value": {"amount": f"{1 + (m + i) % 500}.{i:02d}", "currency": {"name": "USDC"}}},
              "metadata": {"source": "bench", "campaign": "autumn", "platform": "ios"}}
             for i in range(BATCH)

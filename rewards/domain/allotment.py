@@ -2,8 +2,9 @@
 
 Amounts are counted in integer units, exact in any engine: points in their smallest unit (10^-18), tokens in their raw
 smallest unit. A payout asks for its units (`Ask`); the state store's atomic step (SQLite's transaction, Redis's
-script: lua/allot.lua mirrors `allot` line for line, and the contract tests hold both to the same answers) looks up
-what the rules counted so far (`Book`), grants what fits, and counts it in:
+scripts: lua/allot.lua mirrors `allot_each` and lua/allot_tallies.lua `allot_tallies` line for line, and the contract
+tests hold both adapters to the same answers) looks up what the rules counted so far (`Book`), grants what fits, and
+counts it in:
 
 - a budget's room: its amount less everything paid in its currency;
 - a cap's room over a calendar month or all time: its amount less what its side(s) of the user were granted there;
@@ -12,9 +13,10 @@ what the rules counted so far (`Book`), grants what fits, and counts it in:
   any such window, (e − W, e] with e in [t, t + W), already holds (`rolling_room`);
 - the grant: the payout, or the least room when smaller (never below 0), and the rule that cut it.
 
-A delivery's payouts are granted once: the state store keeps a delivery's grants (those not whole) under its token
-until its rows are written, so the same delivery computed again after a crash gets the same grants, counted once
-(rewards.ports.AllotmentStore).
+A delivery takes it in two steps (`allot`): its tallies (a user's payouts of one side and currency, summed) are
+granted whole at once where the user is far from its caps, and only the rest is decided payout by payout. Each step's
+answer is kept under a token of the delivery's until its rows are written, so the same delivery computed again after
+a crash gets the same answers, counted once (rewards.ports.AllotmentStore).
 
 What cannot be checked exactly is refused (`cap_exceeded`), never let through: a payout under a rolling or
 calendar-month cap whose event is older than the counters kept for it (`KEPT_MS` past the window).
@@ -432,6 +434,13 @@ def calendar_month(at_ms: int) -> str:
 def month_end_ms(at_ms: int) -> int:
     """The first millisecond after the UTC month of `at_ms`: its counters are kept KEPT_MS past it."""
     return _month_of_day(at_ms // DAY_MS)[1]
+
+
+@lru_cache(maxsize=4096)
+def month_end_of(month: str) -> int:
+    """The first millisecond after a calendar month (`2026-11`)."""
+    year, number = int(month[:4]), int(month[5:])
+    return int(datetime(year + number // 12, number % 12 + 1, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 @lru_cache(maxsize=4096)

@@ -17,6 +17,8 @@ from rewards.domain.allotment import (
     calendar_month,
     from_units,
     grant,
+    month_end_ms,
+    month_end_of,
     rolling_room,
     to_units,
     total_room,
@@ -53,6 +55,8 @@ def test_points_count_in_units_of_their_eighteenth_place():
 
 
 def test_calendar_months_are_utc():
+    assert month_end_of("2025-11") == month_end_ms(1_764_547_199_999) == 1_764_547_200_000
+    assert month_end_of("2025-12") == month_end_ms(1_764_547_200_000) == 1_767_225_600_000  # into the next year
     assert calendar_month(1_764_547_199_999) == "2025-11"  # 2025-11-30T23:59:59.999Z
     assert calendar_month(1_764_547_200_000) == "2025-12"
     assert calendar_month(0) == "1970-01"

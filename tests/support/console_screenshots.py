@@ -6,7 +6,8 @@ deep, purchases spread over two days, token swaps whose claim checks are closed 
 then photographs each page of the console in Debian's Chromium, as tests/query_api/test_console.py drives it:
 console-signin.png, console-health.png, console-payouts.png, console-affiliates.png, console-affiliate.png and
 console-claims.png, each also 390 px wide (a phone: console-*-390.png); the front page (landing.png, landing-390.png)
-and /docs with the summary tried out (docs-try-it-out.png)."""
+and /docs with the summary tried out (docs-try-it-out.png). The project ends with a blocklisted referrer, budgets in
+points and USDC, and a monthly end-user cap that cut the last purchase's reward."""
 
 import shutil
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from rewards.domain.timestamps import format_timestamp, now_ms
-from tests.query_api.test_console import CHROMIUM, OVERFLOWING, Console, Shop, purchase, swap, who
+from tests.ingest_api.test_claim_checks import USDC
+from tests.query_api.test_console import CHROMIUM, CONFIG, OVERFLOWING, Console, Shop, purchase, swap, who
 from tests.support import swagger
 from tests.support.harness import Server, eventually
 
@@ -66,6 +68,13 @@ def seed(shop: Shop) -> None:
     shop.ok("PUT", f"/projects/blocklist/{who(blocked)['user_identifier']}", params={"identifier_type": "evm_address"},
             json={"reason": "chargebacks on three orders"})  # fmt: skip
     shop.send(purchase("order-after-block", BUYERS[-1], "120"))
+    # Budgets and a cap (API.md §8): the payouts page shows what each budget has left, and the cap's cut.
+    limits = {
+        "budgets": [{"currency": "point", "amount": "25000"}, {"currency": USDC["address"], "amount": "500000000"}],
+        "caps": [{"applies_to": "end_user", "currency": "point", "amount": "4", "window": "calendar_month"}],
+    }
+    shop.ok("PUT", "/projects/config", json={**CONFIG, **limits})
+    shop.send(purchase("order-after-cap", BUYERS[2], "80"))
 
 
 def _ok(status: int) -> None:

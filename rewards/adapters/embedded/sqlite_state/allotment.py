@@ -104,40 +104,33 @@ class _SqliteBook:
         return [(at, units) for at, units in self._history[key] if after_ms < at < before_ms]
 
     def count(self, granted: Sequence[Tally], limits: Limits) -> None:
-        paid: dict[str, int] = {}  # each counter summed first, then written once
-        totals: dict[tuple, int] = {}
-        months: dict[tuple, int] = {}
+        added: dict[str, list] = {}  # key → [units, expires ms]: each counter summed first, then written once
         history = []  # one row per tally: [[event ms, units (text)], …]
+
+        def add(key: str, units: int, expires_ms: int | None) -> None:
+            if (found := added.get(key)) is None:
+                added[key] = [units, expires_ms]
+            else:
+                found[0] += units
+
         for tally in granted:
-            if tally.currency in limits.budgets:
-                paid[tally.currency] = paid.get(tally.currency, 0) + tally.units
-            if tally.currency not in limits.caps:
+            currency = tally.currency
+            if currency in limits.budgets:
+                add(f"paid|{currency}", tally.units, None)
+            if currency not in limits.caps:
                 continue
-            who = (tally.side, tally.currency, tally.user)
-            totals[who] = totals.get(who, 0) + tally.units
-            for at, units in tally.times.items():
-                month = (*who, at // allotment.DAY_MS)  # by day: its month below
-                months[month] = months.get(month, 0) + units
-            if kept := limits.history_ms(tally.currency):
-                key = _who(*who)
-                history.append((key, [[at, str(units)] for at, units in tally.times.items()], kept))
-                if key in self._history:  # (one not read yet is read from the table, this row included)
-                    self._history[key] += tally.times.items()
-        added = [(f"paid|{currency}", units, None) for currency, units in paid.items()]
-        added += [(f"total|{_who(*who)}", units, None) for who, units in totals.items()]
-        by_month: dict[str, list[int]] = {}
-        for (side, currency, user, day), units in months.items():
-            at = day * allotment.DAY_MS
-            key = f"month|{allotment.calendar_month(at)}|{_who(side, currency, user)}"
-            found = by_month.setdefault(key, [0, allotment.month_end_ms(at) + KEPT_MS])
-            found[0] += units
-        self._add(added + [(key, units, kept) for key, (units, kept) in by_month.items()])
+            name = _who(tally.side, currency, tally.user)
+            add(f"total|{name}", tally.units, None)
+            for month, units in tally.months().items():
+                add(f"month|{month}|{name}", units, allotment.month_end_of(month) + KEPT_MS)
+            if kept := limits.history_ms(currency):
+                grants = orjson.dumps([[at, str(units)] for at, units in tally.times.items()]).decode()
+                history.append((self._project, name, grants, max(tally.times) + kept))
+                if name in self._history:  # (one not read yet is read from the table, this row included)
+                    self._history[name] += tally.times.items()
+        self._add([(key, units, expires_ms) for key, (units, expires_ms) in added.items()])
         self._c.executemany(
-            "INSERT INTO allot_history (project_id, key, grants, expires_ms) VALUES (?, ?, ?, ?)",
-            [
-                (self._project, key, json.dumps(grants), max(at for at, _ in grants) + kept)
-                for key, grants, kept in history
-            ],
+            "INSERT INTO allot_history (project_id, key, grants, expires_ms) VALUES (?, ?, ?, ?)", history
         )
 
 

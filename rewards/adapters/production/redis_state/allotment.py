@@ -35,30 +35,12 @@ def _limits(limits: Limits) -> str:
 
 
 def _tally(tally: Tally, history: bool) -> list:
-    months = [
-        [month, str(units), allotment.month_end_ms(at) + KEPT_MS] for month, (units, at) in _months(tally.times).items()
-    ]
+    """A tally as lua/allot_tallies.lua reads it (its grants by time only where a rolling cap keeps them)."""
+    months = [[month, str(units), allotment.month_end_of(month) + KEPT_MS] for month, units in tally.months().items()]
     times = tally.times
     grants = ",".join(f"{at}:{units}" for at, units in times.items()) if history else ""
-    return [
-        user_field(tally.user),
-        tally.side,
-        tally.currency,
-        str(tally.units),
-        months,
-        min(times),
-        max(times),
-        grants,
-    ]
-
-
-def _months(times: dict[int, int]) -> dict[str, tuple[int, int]]:
-    """Units by calendar month, each with one of its times."""
-    found: dict[str, tuple[int, int]] = {}
-    for at, units in times.items():
-        month = allotment.calendar_month(at)
-        found[month] = (found[month][0] + units, at) if month in found else (units, at)
-    return found
+    user, units = user_field(tally.user), str(tally.units)
+    return [user, tally.side, tally.currency, units, months, min(times), max(times), grants]
 
 
 def _ask(ask: Ask) -> list:

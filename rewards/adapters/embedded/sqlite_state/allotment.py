@@ -72,7 +72,7 @@ class _SqliteBook:
             self._counters[key] = (self._counter(key) or 0) + units
         self._c.executemany(
             "INSERT INTO allot_counters (project_id, key, units, expires_ms) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (project_id, key) DO UPDATE SET units = excluded.units, expires_ms = excluded.expires_ms",
+            " ON CONFLICT (project_id, key) DO UPDATE SET units = excluded.units",  # (a key's expiry never changes)
             [(self._project, key, str(self._counters[key]), expires_ms) for key, _, expires_ms in added],
         )
 

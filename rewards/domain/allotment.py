@@ -126,6 +126,22 @@ class Limits:
     def _governed(self) -> dict:
         return {}
 
+    def counts(self, currency: str, side: str) -> str:
+        """What a grant of `side` in `currency` is counted in, for the caps covering that side to read: "t" its all-time
+        total (all-time and rolling caps), "m" its calendar month (calendar-month caps), "h" its grants by time
+        (rolling caps); "" none."""
+        return self._counts.get((currency, side), "")
+
+    @cached_property
+    def _counts(self) -> dict[tuple[str, str], str]:
+        found = {}
+        for currency, caps in self.caps.items():
+            for side in (END_USER, REFERRER):
+                windows = {cap.window for cap in caps if side in cap.sides}
+                kinds = ("t" if windows & {ALL_TIME, "rolling"} else "") + ("m" if CALENDAR_MONTH in windows else "")
+                found[currency, side] = kinds + ("h" if "rolling" in windows else "")
+        return found
+
     def history_ms(self, currency: str) -> int:
         """How long a currency's grants are kept for its rolling caps (0: it has none)."""
         return self._history_ms.get(currency, 0)
@@ -250,9 +266,9 @@ class Book(Protocol):
     def month(self, side: str, currency: str, user: User, month: str) -> int: ...
     def history(self, side: str, currency: str, user: User, after_ms: int, before_ms: int) -> list[tuple[int, int]]: ...
     def count(self, granted: Sequence[Tally], limits: Limits) -> None:
-        """Count granted units (each tally's, at its times) in the currency's paid counter (if it has a budget) and,
-        if it has caps, in the user's all-time and month counters and, if it has rolling caps, in its grants by time
-        (kept `limits.history_ms(currency)` past their time)."""
+        """Count granted units (each tally's, at its times) in the currency's paid counter (if it has a budget) and in
+        what the caps covering the tally's side read (`limits.counts`): the user's all-time total, its month counters,
+        its grants by time (kept `limits.history_ms(currency)` past their time)."""
 
 
 def allot_each(asks: Sequence[Ask], limits: Limits, book: Book, now_ms: int) -> list[Grant]:

@@ -148,3 +148,21 @@ def test_granting_in_bulk_grants_what_the_rule_grants_one_by_one(seed):
         return book.paid_units, *({k: v for k, v in d.items() if v} for d in (book.totals, book.months))
 
     assert counted(bulk) == counted(one)
+
+
+def test_a_grant_is_counted_where_the_caps_covering_its_side_read():
+    limits = Limits(
+        caps={
+            "point": (
+                CapRule(("end_user",), 5, "rolling", DAY),
+                CapRule(("referrer",), 5, "calendar_month"),
+                CapRule(("end_user", "referrer"), 9, "all_time"),
+            ),
+            "t": (CapRule(("referrer",), 5, "calendar_month"),),
+        },
+        budgets={"u": 5},
+    )
+    assert limits.counts("point", "end_user") == "th"  # all-time total (the wallet's, the rolling cap's), by time
+    assert limits.counts("point", "referrer") == "tm"
+    assert (limits.counts("t", "end_user"), limits.counts("t", "referrer")) == ("", "m")
+    assert limits.counts("u", "end_user") == ""  # a budget only: its paid counter alone

@@ -30,11 +30,12 @@ class MemoryBook:
         for tally in granted:
             if tally.currency in limits.budgets:
                 self.paid_units[tally.currency] += tally.units
-            if tally.currency not in limits.caps:
-                continue
+            counts = limits.counts(tally.currency, tally.side)
             who = (tally.side, tally.currency, tally.user)
-            self.totals[who] += tally.units
+            if "t" in counts:
+                self.totals[who] += tally.units
             for at, units in tally.times.items():
-                self.months[*who, allotment.calendar_month(at)] += units
-                if limits.history_ms(tally.currency):
+                if "m" in counts:
+                    self.months[*who, allotment.calendar_month(at)] += units
+                if "h" in counts:
                     self.grants_by_time[who].append((at, units))

@@ -45,10 +45,15 @@ class _SqliteBook:
         """The counters the tallies may read (grants by time are read per user, only where the counters cannot
         tell)."""
         keys = [f"paid|{currency}" for currency in limits.budgets]
-        capped = {(t.user, t.currency, month) for t in tallies if t.currency in limits.caps for month in t.months()}
-        for who, currency, month in capped:
-            for side in (allotment.END_USER, allotment.REFERRER):
-                keys += [f"total|{_who(side, currency, who)}", f"month|{month}|{_who(side, currency, who)}"]
+        for tally in tallies:
+            if tally.currency not in limits.caps:
+                continue
+            for side in (allotment.END_USER, allotment.REFERRER):  # (a wallet cap reads both)
+                counts, name = limits.counts(tally.currency, side), _who(side, tally.currency, tally.user)
+                if "t" in counts:
+                    keys.append(f"total|{name}")
+                if "m" in counts:
+                    keys += [f"month|{month}|{name}" for month in tally.months()]
         wanted = list(dict.fromkeys(keys))
         self._counters.update(dict.fromkeys(wanted))
         for chunk in _chunks(wanted):
@@ -117,13 +122,16 @@ class _SqliteBook:
             currency = tally.currency
             if currency in limits.budgets:
                 add(f"paid|{currency}", tally.units, None)
-            if currency not in limits.caps:
+            if not (counts := limits.counts(currency, tally.side)):
                 continue
             name = _who(tally.side, currency, tally.user)
-            add(f"total|{name}", tally.units, None)
-            for month, units in tally.months().items():
-                add(f"month|{month}|{name}", units, allotment.month_end_of(month) + KEPT_MS)
-            if kept := limits.history_ms(currency):
+            if "t" in counts:
+                add(f"total|{name}", tally.units, None)
+            if "m" in counts:
+                for month, units in tally.months().items():
+                    add(f"month|{month}|{name}", units, allotment.month_end_of(month) + KEPT_MS)
+            if "h" in counts:
+                kept = limits.history_ms(currency)
                 grants = orjson.dumps([[at, str(units)] for at, units in tally.times.items()]).decode()
                 history.append((self._project, name, grants, max(tally.times) + kept))
                 if name in self._history:  # (one not read yet is read from the table, this row included)

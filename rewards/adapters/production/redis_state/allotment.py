@@ -11,8 +11,10 @@ from rewards.adapters.production.redis_keys import ProjectKeys, user_field
 from rewards.adapters.production.redis_state.base import RedisStateBase
 from rewards.domain import allotment
 from rewards.domain.allotment import (
+    END_USER,
     GRANTS_KEPT_MS,
     KEPT_MS,
+    REFERRER,
     RELEASES_KEPT_MS,
     Ask,
     Grant,
@@ -22,6 +24,8 @@ from rewards.domain.allotment import (
 )
 from rewards.domain.timestamps import now_ms
 
+SIDES = (END_USER, REFERRER)
+
 
 def _limits(limits: Limits) -> str:
     caps = {
@@ -29,8 +33,9 @@ def _limits(limits: Limits) -> str:
         for currency, rules in limits.caps.items()
     }
     history = {currency: kept for currency in limits.caps if (kept := limits.history_ms(currency))}
+    counts = {currency: {side: limits.counts(currency, side) for side in SIDES} for currency in limits.caps}
     budgets = {currency: str(units) for currency, units in limits.budgets.items()}
-    document = {"budgets": budgets, "caps": caps, "history": history, "kept_ms": KEPT_MS}
+    document = {"budgets": budgets, "caps": caps, "history": history, "counts": counts, "kept_ms": KEPT_MS}
     return json.dumps({**document, "grants_kept_ms": GRANTS_KEPT_MS})
 
 
@@ -60,7 +65,7 @@ class RedisAllotmentStore(RedisStateBase):
         tallies: Sequence[Tally],
         seeds: Mapping[str, int] | None = None,
     ) -> list[str]:
-        asked = orjson.dumps([_tally(tally, bool(limits.history_ms(tally.currency))) for tally in tallies])
+        asked = orjson.dumps([_tally(tally, "h" in limits.counts(tally.currency, tally.side)) for tally in tallies])
         answer = await self._run("allot_tallies", project_id, delivery, limits, asked, seeds)
         return list(answer)
 

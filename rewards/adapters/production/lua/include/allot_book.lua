@@ -86,8 +86,8 @@ local function unseeded_of(currencies)
 end
 
 -- Book.count: granted tallies ({user, side, currency, units, {{month, units, kept_ms}…}, first_ms, last_ms,
--- "<ms>:<units>,…", id unique in the call}) into the paid, all-time and month counters (each read and written once)
--- and the grants by time.
+-- "<ms>:<units>,…", id unique in the call}) into the paid counter and what the caps covering their side read
+-- (limits.counts: "t" all-time, "m" month counters, each read and written once; "h" the grants by time).
 local function count(granted)
   local sums, order = {}, {}
   local function add_to(key, field, units, expires)
@@ -98,12 +98,15 @@ local function count(granted)
   for _, tally in ipairs(granted) do
     local user, side, cur, units = tally[1], tally[2], tally[3], tally[4]
     if limits.budgets[cur] then add_to(paid, cur, units) end
-    if limits.caps[cur] then
+    local counts = limits.counts[cur] and limits.counts[cur][side] or '' -- allotment.Limits.counts
+    if counts ~= '' then
       local field = field(side, cur, user)
-      add_to(totals, field, units)
-      for _, month in ipairs(tally[5]) do add_to(month_key(month[1]), field, month[2], month[3]) end
+      if string.find(counts, 't', 1, true) then add_to(totals, field, units) end
+      if string.find(counts, 'm', 1, true) then
+        for _, month in ipairs(tally[5]) do add_to(month_key(month[1]), field, month[2], month[3]) end
+      end
       local kept = limits.history[cur]
-      if kept then
+      if string.find(counts, 'h', 1, true) then
         local key = history_key(side, cur, user)
         redis.call('ZADD', key, ms(tally[7]), delivery .. '#' .. tally[9] .. '#' .. ms(now) .. '|' .. tally[8])
         redis.call('ZREMRANGEBYSCORE', key, '-inf', ms(now - kept))

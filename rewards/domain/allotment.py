@@ -129,15 +129,16 @@ class Limits:
     def counts(self, currency: str, side: str) -> str:
         """What a grant of `side` in `currency` is counted in, for the caps covering that side to read: "t" its all-time
         total (all-time and rolling caps), "m" its calendar month (calendar-month caps), "h" its grants by time
-        (rolling caps); "" none."""
+        (rolling caps); "" none. Of side "wallet": what the caps covering both sides read."""
         return self._counts.get((currency, side), "")
 
     @cached_property
     def _counts(self) -> dict[tuple[str, str], str]:
         found = {}
         for currency, caps in self.caps.items():
-            for side in (END_USER, REFERRER):
-                windows = {cap.window for cap in caps if side in cap.sides}
+            for side in (END_USER, REFERRER, "wallet"):
+                covering = SIDES_OF[side]
+                windows = {cap.window for cap in caps if set(covering) <= set(cap.sides)}
                 kinds = ("t" if windows & {ALL_TIME, "rolling"} else "") + ("m" if CALENDAR_MONTH in windows else "")
                 found[currency, side] = kinds + ("h" if "rolling" in windows else "")
         return found
@@ -354,25 +355,25 @@ def _fits(cap: CapRule, tallies: list[Tally], book: Book, now_ms: int) -> bool:
         return True
     asked = sum(tally.units for tally in covered)
     user, currency = covered[0].user, covered[0].currency
-    times = [at for tally in covered for at in tally.times]
     if cap.window == ALL_TIME:
         return sum(book.total(side, currency, user) for side in cap.sides) + asked <= cap.units
     if cap.window == CALENDAR_MONTH:
-        if any(month_end_ms(at) + KEPT_MS <= now_ms for at in times):
-            return False
         by_month: dict[str, int] = {}
         for tally in covered:
             for month, units in tally.months().items():
                 by_month[month] = by_month.get(month, 0) + units
+        if any(month_end_of(month) + KEPT_MS <= now_ms for month in by_month):  # its counters are gone
+            return False
         return all(
             sum(book.month(side, currency, user, month) for side in cap.sides) + units <= cap.units
             for month, units in by_month.items()
         )
-    if min(times) <= now_ms - KEPT_MS:
+    first, last = min(min(tally.times) for tally in covered), max(max(tally.times) for tally in covered)
+    if first <= now_ms - KEPT_MS:
         return False
     if sum(book.total(side, currency, user) for side in cap.sides) + asked <= cap.units:
         return True  # all it ever counted holds at least any span's: no grant by time need be read
-    lo, hi = min(times) - cap.window_ms, max(times) + cap.window_ms
+    lo, hi = first - cap.window_ms, last + cap.window_ms
     held = sum(units for side in cap.sides for _, units in book.history(side, currency, user, lo, hi))
     return held + asked <= cap.units
 

@@ -166,3 +166,4 @@ def test_a_grant_is_counted_where_the_caps_covering_its_side_read():
     assert limits.counts("point", "referrer") == "tm"
     assert (limits.counts("t", "end_user"), limits.counts("t", "referrer")) == ("", "m")
     assert limits.counts("u", "end_user") == ""  # a budget only: its paid counter alone
+    assert (limits.counts("point", "wallet"), limits.counts("t", "wallet")) == ("t", "")  # what wallet caps read

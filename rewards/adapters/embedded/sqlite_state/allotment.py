@@ -48,8 +48,9 @@ class _SqliteBook:
         for tally in tallies:
             if tally.currency not in limits.caps:
                 continue
-            for side in (allotment.END_USER, allotment.REFERRER):  # (a wallet cap reads both)
-                counts, name = limits.counts(tally.currency, side), _who(side, tally.currency, tally.user)
+            for side in (allotment.END_USER, allotment.REFERRER):  # its own side's, and what wallet caps read of both
+                counts = limits.counts(tally.currency, side if side == tally.side else "wallet")
+                name = _who(side, tally.currency, tally.user)
                 if "t" in counts:
                     keys.append(f"total|{name}")
                 if "m" in counts:
@@ -267,10 +268,13 @@ def _keep(c: sqlite3.Connection, project_id: str, delivery: str, asked: str, ans
 
 
 def _tallies_fingerprint(tallies: Sequence[Tally]) -> str:
-    asked = [
-        [_user(t.user), t.side, t.currency, str(t.units), [[at, str(u)] for at, u in t.times.items()]] for t in tallies
-    ]
-    return hashlib.blake2b(orjson.dumps(asked), digest_size=16).hexdigest()
+    """What a delivery's tallies asked, in a few bytes: each one's user, side, currency, units and span of times (the
+    same records make the same tallies; a delivery asking otherwise changes one of these)."""
+    asked = "\x1f".join(
+        f"{_user(t.user)}\x1e{t.side}\x1e{t.currency}\x1e{t.units}\x1e{len(t.times)}\x1e{min(t.times)}\x1e{max(t.times)}"
+        for t in tallies
+    )
+    return hashlib.blake2b(asked.encode(), digest_size=16).hexdigest()
 
 
 def _chunks(items: list) -> list[list]:

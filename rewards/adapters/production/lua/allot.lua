@@ -5,16 +5,13 @@
 -- rewards.domain.allotment.allot_each, line for line (tests/contract/test_allotment_store.py holds the two to the same
 -- answers): each ask decided and counted in before the next.
 -- Limits: {budgets = {cur = units}, caps = {cur = {{sides = {...}, units, window, window_ms}}}, history = {cur = ms},
---          kept_ms, grants_kept_ms}. An ask: {payout_id, user, side, currency, units, at_ms, month, month_kept_ms}.
+--          counts = {cur = {side = "tmh"}}, kept_ms, grants_kept_ms}. An ask: {payout_id, user, side, currency, units,
+--          at_ms, month, month_kept_ms}.
 -- Returns {"ok", cuts} (allotment.cuts_of: [index from 0, units, rule, ...] of the asks not granted whole, as JSON),
 -- the same cuts again for a delivery asking what it asked before (nothing counted twice), or {"unseeded", currency,
 -- ...} (nothing counted).
-local deliveries, deliveries_at, paid, totals = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local delivery, fingerprint = ARGV[6], ARGV[7]
-local prefix, now = ARGV[1], tonumber(ARGV[2])
-local limits, seeds, asks = cjson.decode(ARGV[3]), cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
-
 --#include include/allot_book.lua
+local asks = asked
 
 local kept = kept_answer()
 if kept then return {'ok', kept} end

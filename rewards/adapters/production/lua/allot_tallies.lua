@@ -5,12 +5,8 @@
 -- Returns {"ok", verdicts} (a character per tally: "W" granted whole and counted, "E" its budget spent, "1" to be
 -- decided payout by payout by allot.lua), the same again for a delivery asking what it asked before, or
 -- {"unseeded", currency, ...} (nothing counted).
-local deliveries, deliveries_at, paid, totals = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local delivery, fingerprint = ARGV[6], ARGV[7]
-local prefix, now = ARGV[1], tonumber(ARGV[2])
-local limits, seeds, tallies = cjson.decode(ARGV[3]), cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
-
 --#include include/allot_book.lua
+local tallies = asked
 
 local kept = kept_answer()
 if kept then return {'ok', kept} end

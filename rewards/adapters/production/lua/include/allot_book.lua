@@ -1,9 +1,11 @@
 -- The book of caps and budgets (rewards.domain.allotment.Book) over a project's keys, shared by allot.lua and
--- allot_tallies.lua. Expects: KEYS deliveries (hash: delivery token → "<fingerprint>\n<answer>"), deliveries_at (zset:
--- token → ms), paid (hash: currency → units), totals (hash: <side>|<len>:<currency>|<user> → units); ARGV prefix (of
--- the month and history keys), now, limits, seeds, delivery, fingerprint, decoded by the including script.
+-- allot_tallies.lua, which share their KEYS and ARGV (allot.lua's first lines); `asked`: what each asks, decoded.
 -- Amounts are decimal strings of integer units: Lua's numbers are doubles, exact only below 2^53.
 --#include include/bignum.lua
+local deliveries, deliveries_at, paid, totals = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, now = ARGV[1], tonumber(ARGV[2])
+local limits, seeds, asked = cjson.decode(ARGV[3]), cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
+local delivery, fingerprint = ARGV[6], ARGV[7]
 
 -- A sum kept in limbs, added to in place (a delivery sums thousands of amounts: no string per step).
 local function accumulate(acc, s)

@@ -1,5 +1,7 @@
 """API.md §0: bearer keys, scopes, the error body."""
 
+import re
+
 import httpx
 import pytest
 
@@ -77,3 +79,19 @@ def test_body_over_the_limit_is_413(api):
 def test_authentication_is_checked_before_the_query(server):
     response = httpx.get(url_for(server, "GET", "/api/v1/payouts/leaderboard/users?from=garbage&page=0"))
     error_of(response, 401)
+
+
+def test_every_operation_of_the_openapi_documents_is_401_without_a_key(server):
+    """Nothing of a project is answered without a key: every operation of each service's own OpenAPI document (but
+    /health, which names no project), its path parameters filled in and a JSON body sent to writes, is a 401 before
+    anything else is read."""
+    operations = set()
+    for base in set(server.urls.values()):
+        document = httpx.get(f"{base}/openapi.json").json()
+        operations |= {(m.upper(), p) for p, methods in document["paths"].items() for m in methods if p != "/health"}
+    assert len(operations) > 40 and all(path.startswith("/api/v1/") for _, path in operations)
+    for method, path in sorted(operations):
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        body = {} if method in ("POST", "PUT", "PATCH") else None
+        response = httpx.request(method, url_for(server, method, concrete), json=body)
+        assert error_of(response, 401) == MISSING, (method, path)

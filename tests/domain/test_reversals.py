@@ -1,0 +1,79 @@
+"""API.md §9's reversals, the pure rules (rewards/domain/reversals.py): fractions, repeats, what a payout gives back,
+claim checks and debts."""
+
+import itertools
+import random
+from decimal import Decimal
+
+import pytest
+
+from rewards.domain.amounts import exact_sum
+from rewards.domain.limits import LimitError
+from rewards.domain.reversals import (
+    PastWhole,
+    Reversal,
+    against_debt,
+    from_check,
+    parse_fraction,
+    parse_reason,
+    settle,
+    taken_back,
+)
+
+D = Decimal
+
+
+@pytest.mark.parametrize("good", ["1", "0.5", "0.000000000000000001", "1.000", 0.25, 1])
+def test_a_fraction_is_above_0_and_at_most_1(good):
+    assert D(0) < parse_fraction(good) <= 1
+
+
+@pytest.mark.parametrize("bad", ["0", "0.0", "1e-30", "1.0000000000000000001", "1.5", "-0.5", "", "½", True, None, []])
+def test_a_fraction_outside_or_past_18_places_is_refused(bad):
+    with pytest.raises(LimitError):
+        parse_fraction(bad)
+
+
+def test_a_reason_is_a_short_note():
+    assert parse_reason("refund") == "refund"
+    for bad in ("", "   ", "x" * 10_240, 5, None):
+        with pytest.raises(LimitError):
+            parse_reason(bad)
+
+
+def test_an_events_shares_never_pass_1_and_a_repeat_counts_once():
+    half, refund = Reversal("order-1", "refund", D("0.5")), Reversal("order-1", "refund", D("0.50"))
+    settled = settle([half, refund, Reversal("order-2", "chargeback", D("1"))], {}, set())
+    assert settled.applied == [half, Reversal("order-2", "chargeback", D("1"))]  # 0.5 and 0.50: the same one
+    assert settled.shares == {"order-1": (0, D("0.5")), "order-2": (0, 1)}
+    # Sent again later: counts 0; another reason is another reversal, up to the whole event.
+    seen = {half.identity()}
+    again = settle([half, Reversal("order-1", "damaged", D("0.5"))], {"order-1": D("0.5")}, seen)
+    assert again.applied == [Reversal("order-1", "damaged", D("0.5"))] and again.shares == {"order-1": (D("0.5"), 1)}
+    too_much = [Reversal("order-3", "a", D("0.3")), Reversal("order-1", "more", D("0.6"))]
+    with pytest.raises(PastWhole) as past:
+        settle(too_much, {"order-1": D("0.5")}, set())
+    assert past.value.dedup_id == "order-1"
+
+
+def test_a_payout_gives_back_its_share_in_whole_units_and_all_of_it_once_reversed_whole():
+    assert taken_back(D(1), D(0), D("0.5"), is_points=False) == 0  # half of one raw unit: nothing yet
+    assert taken_back(D(1), D("0.5"), D(1), is_points=False) == 1  # the rest of the event: the unit
+    third = D(1) / 3
+    assert taken_back(D(10), D(0), third, is_points=True) == D("3.333333333333333333")
+    rng = random.Random(7)
+    for _ in range(500):
+        amount = D(rng.randrange(1, 10**24)).scaleb(-rng.choice([0, 18]))
+        is_points = amount != amount.to_integral_value()
+        cuts = sorted(D(rng.randrange(1, 10**6)) / 10**6 for _ in range(rng.randrange(0, 5)))
+        shares = [D(0), *cuts, D(1)]
+        given = [taken_back(amount, a, b, is_points) for a, b in itertools.pairwise(shares)]
+        assert all(part >= 0 for part in given) and exact_sum(given) == amount  # never more; all of it in the end
+
+
+def test_an_open_check_gives_back_a_closed_one_makes_a_debt():
+    assert from_check("open", 100, 30) == (30, 0)
+    assert from_check("open", 20, 30) == (20, 10)  # (a check already reduced below what is owed)
+    assert from_check("closed", 100, 30) == (0, 30) and from_check("claimed", 100, 30) == (0, 30)
+    assert from_check("expired", 100, 30) == (0, 0)  # its amount went back to the budget already
+    assert against_debt(50, 30) == (20, 0) and against_debt(10, 30) == (0, 20) and against_debt(10, 0) == (10, 0)

@@ -157,7 +157,7 @@ class SqliteAllotmentStore(SqliteStateBase):
         now, asked = now_ms(), _tallies_fingerprint(tallies)
 
         def allot(c: sqlite3.Connection) -> list[str]:
-            if (kept := _kept(c, project_id, delivery, asked)) is not None:
+            if (kept := _kept(c, project_id, delivery, asked, now)) is not None:
                 return list(kept)
             book = _SqliteBook(c, project_id, seeds or {}, now)
             book.seed(limits)
@@ -179,7 +179,7 @@ class SqliteAllotmentStore(SqliteStateBase):
         now, asked = now_ms(), allotment.fingerprint(asks)
 
         def allot(c: sqlite3.Connection) -> list[Grant]:
-            if (kept := _kept(c, project_id, delivery, asked)) is not None:
+            if (kept := _kept(c, project_id, delivery, asked, now)) is not None:
                 return allotment.grants_of(asks, json.loads(kept))
             book = _SqliteBook(c, project_id, seeds or {}, now)
             book.seed(limits)
@@ -246,9 +246,9 @@ class SqliteAllotmentStore(SqliteStateBase):
         )
 
 
-def _kept(c: sqlite3.Connection, project_id: str, delivery: str, asked: str) -> str | None:
+def _kept(c: sqlite3.Connection, project_id: str, delivery: str, asked: str, now: int) -> str | None:
     """What the delivery was answered when it asked the same before (read again after a crash), else None."""
-    _sweep(c, now_ms(), SWEEP_LIMIT)
+    _sweep(c, now, SWEEP_LIMIT)
     kept = c.execute(
         "SELECT fingerprint, cuts FROM allot_deliveries WHERE project_id = ? AND delivery = ?", (project_id, delivery)
     ).fetchone()

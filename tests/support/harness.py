@@ -240,8 +240,14 @@ class Gateway:
             def log_message(self, *args):  # the services log every request already
                 pass
 
+        class Quiet(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+                    return  # the client hung up before its answer (as a gateway would, nothing to print)
+                super().handle_error(request, client_address)
+
         self._client = client
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self._http = Quiet(("127.0.0.1", 0), Forward)
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
         Thread(target=self._http.serve_forever, daemon=True).start()
 

@@ -80,7 +80,7 @@ CASES = {
     "decode": "decoding (schemas.records.decode_message)",
     "state reads": "state reads (marks, dedup_ids, configs, chains, tiers)",
     "compute rows": "computing rows (payout arithmetic, row building; pure)",
-    "allot": "caps and budgets (one atomic state-store call per project)",
+    "allot": "caps and budgets (the allot step: atomic state-store calls per project)",
     "insert": "inserting (one insert per table)",
     "state marks": "state marks (processed, claim checks)",
 }

@@ -216,22 +216,13 @@ class Tally:
             found[month] = found.get(month, 0) + units
         return found
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Tally) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key()[:3])
-
     def __repr__(self) -> str:
-        return f"Tally{self._key()}"
-
-    def _key(self) -> tuple:
-        return self.user, self.side, self.currency, self.units, self.times
+        return f"Tally{(self.user, self.side, self.currency, self.units, self.times)}"
 
 
 def tallied(asks: Sequence[Ask]) -> tuple[list[Tally], list[int]]:
     """The tallies of `asks` (one per user, side and currency, in the order of their first ask), and each ask's
-    tally. (The workers build theirs straight from payouts: stream_workers.allot.)"""
+    tally. (The workers build theirs straight from payouts: stream_workers.capped.)"""
     tallies: dict[tuple, int] = {}
     found: list[Tally] = []
     of = []
@@ -463,6 +454,5 @@ def month_end_of(month: str) -> int:
 @lru_cache(maxsize=4096)
 def _month_of_day(day: int) -> tuple[str, int]:
     """A UTC day's month and that month's end (ms), computed once per day (a per-payout hot path)."""
-    start = datetime.fromtimestamp(day * DAY_MS / 1000, UTC)
-    following = datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
-    return start.strftime("%Y-%m"), int(following.timestamp() * 1000)
+    month = datetime.fromtimestamp(day * DAY_MS / 1000, UTC).strftime("%Y-%m")
+    return month, month_end_of(month)

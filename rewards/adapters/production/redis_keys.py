@@ -56,8 +56,10 @@ checks that every command the store sends keeps to one slot.)
                                                  currencies; n: the currency's length in bytes)
     rw:{p}:al:month:<YYYY-MM>            hash    <side>|<n>:<currency>|<user> → units granted in that UTC month (TTL: 35
                                                  days past the month)
-    rw:{p}:al:hist:<side>|<n>:<currency>|<user>  zset  "<payout id>|<units>" → event time (ms): a rolling cap's grants,
-                                                 kept the longest window + 35 days
+    rw:{p}:al:hist:<side>|<n>:<currency>|<user>  zset  "<delivery>#<id>#<ms>|<event ms>:<units>,…" → its latest event
+                                                 time (ms): a rolling cap's grants, one member per user and call
+                                                 (before tallies: "<payout id>|<units>" → its event time), kept the
+                                                 longest window + 35 days
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)

@@ -18,7 +18,7 @@ from rewards.domain.timestamps import now_ms
 
 log = structlog.get_logger(__name__)
 
-_CHUNK = 400  # payout ids looked up per statement
+_CHUNK = 400  # counter keys looked up per statement
 
 
 def _user(user: User) -> str:

@@ -1,5 +1,6 @@
-"""AllotmentStore on Redis: rewards.domain.allotment's rule in one Lua script per call (lua/allot.lua), every key in
-the project's slot, so a cap or budget is counted by one atomic step whatever the number of workers."""
+"""AllotmentStore on Redis: rewards.domain.allotment's rule in one Lua script per call (lua/allot_tallies.lua,
+lua/allot.lua), every key in the project's slot, so a cap or budget is counted by one atomic step whatever the number
+of workers."""
 
 import hashlib
 import json

@@ -107,9 +107,8 @@ local function count(granted)
       if string.find(counts, 'm', 1, true) then
         for _, month in ipairs(tally[5]) do add_to(month_key(month[1]), field, month[2], month[3]) end
       end
-      local kept = limits.history[cur]
       if string.find(counts, 'h', 1, true) then
-        local key = history_key(side, cur, user)
+        local key, kept = history_key(side, cur, user), limits.history[cur]
         redis.call('ZADD', key, ms(tally[7]), delivery .. '#' .. tally[9] .. '#' .. ms(now) .. '|' .. tally[8])
         redis.call('ZREMRANGEBYSCORE', key, '-inf', ms(now - kept))
         local latest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')

@@ -9,9 +9,11 @@ from ingest_api.events.router import router as events_router
 from ingest_api.projects.router import router as projects_router
 from ingest_api.referral_codes.router import router as referral_codes_router
 from ingest_api.referral_codes.router import user_router
+from ingest_api.reversals.router import router as reversals_router
 
 ROUTERS = [
     events_router,
+    reversals_router,
     referral_codes_router,
     projects_router,
     blocklist_router,

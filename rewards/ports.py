@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore, IntegrityStore, AllotmentStore.
+  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -36,6 +36,7 @@ from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
+from rewards.domain.reversals import Reversal
 from rewards.domain.tracking import CodeTraffic
 from schemas.records import AnyRecord, CodeUseRecord
 
@@ -335,6 +336,25 @@ class AllotmentStore(Protocol):
         """Drop the paid counters of `currencies` (a budget set or removed: the next payout seeds it again)."""
 
 
+class ReversalStore(Protocol):
+    """Reversals (API.md §9): each event's reversed share and the reversals applied to it (their digests), kept for
+    the dedup window after its last reversal."""
+
+    def reverse(
+        self, project_id: str, reversals: Sequence[Reversal], reversed_at_ms: int
+    ) -> AbstractAsyncContextManager[Change[int]]:
+        """Settle `reversals` against their events' shares (rewards.domain.reversals.settle), all or none: the block
+        sees how many were newly applied (value) and their ReversalRecords (payload; None when none was). Raises
+        PastWhole or TooMany naming an event."""
+
+    async def mark_reversed(self, project_id: str, shares: Mapping[str, Decimal]) -> None:
+        """The workers wrote the reversals of each event up to its share in `shares` (a share never goes down)."""
+
+    async def reversed_shares(self, project_id: str, dedup_ids: Sequence[str]) -> dict[str, Decimal]:
+        """The share written (mark_reversed) of each of `dedup_ids` that has one: GET /events/status answers
+        `reversed` or `partially_reversed` once the figures show it."""
+
+
 class StateStore(
     ProjectStore,
     AffiliateStore,
@@ -344,6 +364,7 @@ class StateStore(
     TrackingStore,
     IntegrityStore,
     AllotmentStore,
+    ReversalStore,
     Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""

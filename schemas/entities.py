@@ -291,4 +291,27 @@ REFERRAL_REMOVAL = Entity(
     ),
 )
 
-ENTITIES = (CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK, TRACKING_EVENT, REFERRAL_REMOVAL)
+# A share of an event's payouts taken back (API.md §9: a refund, a chargeback, a cancelled order). The state store
+# settles an event's reversals in order: `reversed_before` and `reversed_after` are the event's reversed share before
+# and after this one, from which the workers take back each payout's part exactly (rewards.domain.reversals).
+REVERSAL = Entity(
+    "reversal",
+    "ReversalRecord",
+    table="reversals",
+    doc="A share of an event's payouts taken back (API.md §9): the event's reversed share goes from reversed_before "
+    "to reversed_after (decimal strings, 0 to 1).",
+    fields=(
+        PROJECT_ID,
+        Field("id", str),  # the reversal's own id
+        Field("dedup_id", str),  # its event's
+        Field("reason", str),
+        Field("fraction", str, "Decimal(76, 18)"),
+        Field("reversed_before", str, "Decimal(76, 18)"),
+        Field("reversed_after", str, "Decimal(76, 18)"),
+        time_ms("reversed_at_ms", "reversed_at"),
+    ),
+)
+
+ENTITIES = (
+    CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK, TRACKING_EVENT, REFERRAL_REMOVAL, REVERSAL
+)  # fmt: skip

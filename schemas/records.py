@@ -18,6 +18,7 @@ from schemas.entities import (
     CODES_CREATED,
     CONVERSION,
     REFERRAL_REMOVAL,
+    REVERSAL,
     TRACKING_EVENT,
     Entity,
     compiled,
@@ -40,6 +41,7 @@ AffiliateRecord = _record_model(AFFILIATE)
 ClaimCheckRecord = _record_model(CLAIM_CHECK)
 TrackingEventRecord = _record_model(TRACKING_EVENT)
 ReferralRemovedRecord = _record_model(REFERRAL_REMOVAL)
+ReversalRecord = _record_model(REVERSAL)
 
 
 AnyRecord = (
@@ -50,6 +52,7 @@ AnyRecord = (
     | ClaimCheckRecord
     | TrackingEventRecord
     | ReferralRemovedRecord
+    | ReversalRecord
 )
 Record = Annotated[AnyRecord, Field(discriminator="type")]
 _records = TypeAdapter(list[Record])

@@ -18,6 +18,7 @@ from prometheus_client import Counter
 
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
+from schemas.records import ReversalRecord
 from stream_workers.allot import allot, forget
 from stream_workers.handlers import Handler, handler_of
 from stream_workers.handlers.base import Project, Unusable, usable
@@ -31,7 +32,8 @@ DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside a
 # dedup_ids last: an id found there means every row of its record was written.
 TABLES = (
     "conversions", "payouts", "rejected_payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates",
-    "claim_checks", "tracking_events", "referral_removals", "dead_letters", "dedup_ids",
+    "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "dead_letters",
+    "dedup_ids",
 )  # fmt: skip
 DEFAULT_WINDOW_S = 35 * 86400.0
 
@@ -46,16 +48,30 @@ async def process_delivery(
     """Write one delivery (its records decoded: stream_workers.batches); returns the number of payouts written. Dead
     letters are also published on `dead_letters` when given (the production shape's `rewards.events.dlq` topic).
     `window_s`: the dedup window."""
-    records, projects = await plan(delivery.records, state, warehouse, window_s)
-    writes = compute(records, projects, now_ms(), delivery.token)
-    await allot(writes, projects, state, warehouse, delivery.token)
-    await write(writes, delivery.token, warehouse)
-    if dead_letters is not None and writes.rows["dead_letters"]:
-        # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
-        await dead_letters.publish(writes.rows["dead_letters"])
-    await mark(writes, state)
-    _count_dead_letters(writes.rows["dead_letters"], delivery.token)
-    return writes.payouts
+    paid = 0
+    for records, token in _parts(delivery):
+        records, projects = await plan(records, state, warehouse, window_s)
+        writes = compute(records, projects, now_ms(), token)
+        await allot(writes, projects, state, warehouse, token)
+        await write(writes, token, warehouse)
+        if dead_letters is not None and writes.rows["dead_letters"]:
+            # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
+            await dead_letters.publish(writes.rows["dead_letters"])
+        await mark(writes, state)
+        _count_dead_letters(writes.rows["dead_letters"], token)
+        paid += writes.payouts
+    return paid
+
+
+def _parts(delivery: Delivery) -> list[tuple[list, str]]:
+    """The delivery's records in the parts written one after the other, each under a token of its own: its
+    reversals after the rest, so that they read their events' rows from the warehouse even when an event and its
+    reversal share the delivery (stream_workers/handlers/reversal.py)."""
+    reversals = [record for record in delivery.records if isinstance(record, ReversalRecord)]
+    if not reversals:
+        return [(delivery.records, delivery.token)]
+    others = [record for record in delivery.records if not isinstance(record, ReversalRecord)]
+    return [(others, delivery.token), (reversals, f"{delivery.token}:reversals")]
 
 
 # The steps of a delivery, apart so that bench/workers.py can time each.
@@ -91,6 +107,8 @@ async def mark(writes: Writes, state: StateStore) -> None:
         await state.mark_processed(project_id, dedup_ids)
     for project_id, dedup_ids in writes.failed.items():
         await state.mark_failed(project_id, dedup_ids)
+    for project_id, shares in writes.reversed.items():
+        await state.mark_reversed(project_id, shares)
     await forget(writes, state)  # last: a delivery seen again before its marks must find its grants
 
 

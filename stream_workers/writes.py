@@ -23,6 +23,7 @@ class Writes:
     new_checks: dict[str, list[ClaimCheck]] = field(default_factory=lambda: defaultdict(list))
     capped: dict[str, Pending] = field(default_factory=lambda: defaultdict(Pending))  # waiting for the allot step
     allotted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # tokens whose grants are kept
+    reversed: dict[str, dict[str, Decimal]] = field(default_factory=lambda: defaultdict(dict))  # event → share written
     payouts: int = 0
 
     def add_source(

@@ -7,13 +7,19 @@ there first; those found were written whole by an earlier delivery and are dropp
 """
 
 from collections import defaultdict
+from decimal import Decimal
 
 from rewards.adapters import dedup_archive
-from rewards.ports import IngestStore, Warehouse
+from rewards.ports import IngestStore, ReversalStore, Warehouse
+from schemas.records import ReversalRecord
 from stream_workers.handlers import handler_of
 
 
-async def not_yet_written(records: list, state: IngestStore, warehouse: Warehouse, window_s: float) -> list:
+class _Marks(IngestStore, ReversalStore):
+    """What marks a record written."""
+
+
+async def not_yet_written(records: list, state: _Marks, warehouse: Warehouse, window_s: float) -> list:
     """Drop records already written (published twice: an ingest retry after Redis forgot the id, the outbox
     relaying a change again) and repeats within the delivery. Ids the state store had not marked done but the
     warehouse holds are marked now."""
@@ -30,6 +36,7 @@ async def not_yet_written(records: list, state: IngestStore, warehouse: Warehous
         written = await dedup_archive.written_among(warehouse, project_id, unsure, window_s)
         done |= {(project_id, key) for key in written}
         await _mark_found(state, project_id, written)
+        await _mark_reversals_found(state, project_id, written, records)
     kept = []
     for record in records:
         if (key := handler_of(record).written_key(record)) is not None:
@@ -46,3 +53,16 @@ async def _mark_found(state: IngestStore, project_id: str, written: dict[tuple[s
         ids = [d for (kind, d), found in written.items() if kind == dedup_archive.EVENT and found == status]
         if ids:
             await mark(project_id, ids)
+
+
+async def _mark_reversals_found(
+    state: ReversalStore, project_id: str, written: dict[tuple[str, str], str], records: list
+) -> None:
+    """Reversals the warehouse holds: their events' shares marked written (again: a share never goes down)."""
+    shares: dict[str, Decimal] = {}
+    for record in records:
+        found = isinstance(record, ReversalRecord) and (dedup_archive.REVERSAL, record.id) in written
+        if found and record.project_id == project_id:
+            shares[record.dedup_id] = max(shares.get(record.dedup_id, Decimal(0)), Decimal(record.reversed_after))
+    if shares:
+        await state.mark_reversed(project_id, shares)

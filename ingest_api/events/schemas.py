@@ -36,8 +36,9 @@ class EventStatus(Answer):
     """The state of the event of a dedup_id."""
 
     dedup_id: str = text("The dedup_id asked about", "order-1042")
-    status: Literal["accepted", "processed", "failed", "not_found"] = text(
-        "`accepted` (durable, not yet processed), `processed` (its payouts are queryable), `failed`, `not_found`",
+    status: Literal["accepted", "processed", "failed", "not_found", "reversed", "partially_reversed"] = text(
+        "`accepted` (durable, not yet processed), `processed` (its payouts are queryable), `failed`, `not_found`; "
+        "`reversed` / `partially_reversed` once reversals of it are accepted (POST /events/reversals)",
         "processed",
     )
 

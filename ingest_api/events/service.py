@@ -56,9 +56,16 @@ async def accept(
         raise NotAccepted(str(exc)) from exc
 
 
-async def event_status(state: IngestStore, project_id: str, dedup_id: str) -> str:
-    """accepted | processed | failed | not_found."""
-    return await state.event_status(project_id, dedup_id) or "not_found"
+async def event_status(state: StateStore, project_id: str, dedup_id: str) -> str:
+    """accepted | processed | failed | not_found; `reversed` once its reversals sum to 1, `partially_reversed` while
+    they sum to less (API.md §9: as soon as they are accepted)."""
+    status = await state.event_status(project_id, dedup_id)
+    if status is None:
+        return "not_found"
+    share = (await state.reversed_shares(project_id, [dedup_id])).get(dedup_id)
+    if share is None or share <= 0:
+        return status
+    return "reversed" if share >= 1 else "partially_reversed"
 
 
 async def user_event_status(state: StateStore, project_id: str, user: User, name: str) -> dict:

@@ -95,6 +95,7 @@ async def movements(
             "payout_status": row.status,
             "payout_status_details": row.rejection,
             "id": row.payout_id,
+            "reversal": row.reversal,
         }
         for row in rows
     ]

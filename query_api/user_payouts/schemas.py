@@ -136,6 +136,11 @@ class Movement(Answer):
         "rejected rest under one id)",
         "conversion:order-1042:0",
     )
+    reversal: bool = text(
+        "Whether it is a reversing movement (API.md §9): the share of a payout a reversal took back, a negative "
+        "amount of the same kind, level and recipient; its id is the payout's with `:reversal:<reversal id>`",
+        False,
+    )
 
 
 class PayoutPage(Answer):

@@ -14,6 +14,7 @@ from query_api.paging import counted_page
 from rewards.domain.amounts import exact_sum
 from rewards.domain.claim_checks import OPEN, check_id
 from rewards.domain.payouts import User
+from rewards.domain.reversals import REVERSAL_PART
 from rewards.ports import Referral, ReferralStore, Warehouse
 from schemas.clickhouse.values import ch_datetime
 
@@ -104,6 +105,7 @@ class Movement:
     amount: Decimal
     status: str  # `paid` for points; the claim check's status for a token; `rejected` (API.md §8)
     rejection: str | None = None  # why it was rejected (rewards.domain.integrity.Rejection)
+    reversal: bool = False  # a reversing movement (API.md §9): part of the payout taken back, negative
 
 
 async def movements(
@@ -114,12 +116,13 @@ async def movements(
     sql = (
         f"SELECT payout_id, toUnixTimestamp64Milli(happened_at) AS happened_ms,"
         f" role = '{REFERRER_ROLE}' AS is_referrer, conversion_name, currency, currency_chain_id,"
-        f" toString(amount) AS amount_text, rejection, count() OVER () AS total_count"
+        f" toString(amount) AS amount_text, rejection, reversal != '' AS reversed, count() OVER () AS total_count"
         f" FROM recipient_payouts WHERE {where} ORDER BY happened_at DESC, payout_id DESC, rejection"
     )
     rows, total = await counted_page(warehouse, sql, params, offset, limit)
     paid_tokens = [row["payout_id"] for row in rows if onchain and not row["rejection"]]
-    check_ids = {payout: check_id(project_id, payout) for payout in paid_tokens}
+    # A reversing movement shows its payout's check (its id: the payout's, `:reversal:<reversal id>` added).
+    check_ids = {payout: check_id(project_id, payout.partition(REVERSAL_PART)[0]) for payout in paid_tokens}
     statuses = await _check_statuses(warehouse, project_id, user, list(check_ids.values()))
 
     def status(row: dict) -> str:
@@ -137,6 +140,7 @@ async def movements(
             amount=Decimal(r["amount_text"]),
             status=status(r),
             rejection=r["rejection"] or None,
+            reversal=bool(int(r["reversed"])),
         )
         for r in rows
     ], total

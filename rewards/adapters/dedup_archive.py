@@ -15,6 +15,7 @@ from schemas.clickhouse.values import param_chunks
 
 EVENT, CODE_USE, AFFILIATE, CODES_CREATED = "event", "code_use", "affiliate", "codes_created"
 REFERRAL_REMOVED = "referral_removed"  # a referral removed (API.md §7): its removal's id
+REVERSAL = "reversal"  # a reversal (API.md §9): its own id
 
 WRITTEN_AMONG = """
 SELECT kind, dedup_id, max(failed) AS failed

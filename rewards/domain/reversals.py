@@ -1,5 +1,5 @@
 """Reversals (API.md §9: a refund, a chargeback, a cancelled order): the share of an event's payouts taken back, and
-what it does to claim checks and debts. Pure and exact; not wired to an endpoint yet (issue 30).
+what it does to claim checks and debts. Pure and exact.
 
 - A reversal names an event, a reason and a fraction, 0 < f ≤ 1 (at most 18 places, like every amount). An event's
   fractions never sum past 1; the same reversal sent again (same event, reason and fraction) counts once (`settle`).
@@ -11,6 +11,7 @@ what it does to claim checks and debts. Pure and exact; not wired to an endpoint
   keeps its amount and the rest becomes the recipient's debt in that currency, taken from its next payouts first
   (`from_check`, `against_debt`); an expired check's amount went back to the budget already: nothing to take."""
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_FLOOR, Decimal
 from typing import NamedTuple
@@ -18,9 +19,13 @@ from typing import NamedTuple
 from rewards.domain.amounts import EXACT, POINT_PLACES, format_amount
 from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN
 from rewards.domain.limits import LimitError, parse_amount
+from schemas.records import ReversalRecord
 
 ONE = Decimal(1)
 MAX_REASON_LENGTH = 1000  # the contract names no bound; a reason is a note for people
+# Reversals one event may have (the contract names no bound; 1,000 × 0.001 reverses it whole): what the state store
+# remembers of an event stays small.
+MAX_PER_EVENT = 1000
 _POINT_UNIT = Decimal(1).scaleb(-POINT_PLACES)
 
 
@@ -32,6 +37,10 @@ class Reversal(NamedTuple):
     def identity(self) -> str:
         """What makes two reversals the same one sent again: its event, reason and fraction (0.5 and 0.50 alike)."""
         return f"{self.dedup_id}\x1f{self.reason}\x1f{format_amount(self.fraction)}"
+
+    def digest(self) -> str:
+        """Its identity as the state store remembers it: 128 bits of its SHA-256 (a reason may be 1,000 characters)."""
+        return hashlib.sha256(self.identity().encode()).hexdigest()[:32]
 
 
 def parse_fraction(value: object) -> Decimal:
@@ -58,29 +67,91 @@ class PastWhole(Exception):
         self.dedup_id = dedup_id
 
 
+class TooMany(Exception):
+    """An event that would have more than MAX_PER_EVENT reversals (409 naming it)."""
+
+    def __init__(self, dedup_id: str):
+        super().__init__(dedup_id)
+        self.dedup_id = dedup_id
+
+
+class Step(NamedTuple):
+    reversal: Reversal
+    before: Decimal  # its event's reversed share before it
+    after: Decimal  # and after it
+
+
 class Settled(NamedTuple):
     applied: list[Reversal]  # the reversals newly applied, in order (a repeat is not among them)
     shares: dict[str, tuple[Decimal, Decimal]]  # each event's reversed share (before, after) them
+    steps: list[Step]  # each applied reversal with its event's share before and after it, in order
 
 
-def settle(reversals: Sequence[Reversal], reversed_shares: Mapping[str, Decimal], seen: set[str]) -> Settled:
-    """One request's reversals, all or nothing: those not `seen` before (identities; a repeat within the request
+def settle(
+    reversals: Sequence[Reversal],
+    reversed_shares: Mapping[str, Decimal],
+    seen: set[str],
+    counts: Mapping[str, int] | None = None,
+) -> Settled:
+    """One request's reversals, all or nothing: those not `seen` before (digests; a repeat within the request
     counts once too) add their fractions to their events' `reversed_shares`; PastWhole names the first event whose
-    share would pass 1 (nothing is applied then)."""
+    share would pass 1, TooMany the first that would have more than MAX_PER_EVENT reversals (`counts`: how many each
+    has), and nothing is applied then."""
     applied: list[Reversal] = []
     shares: dict[str, tuple[Decimal, Decimal]] = {}
-    met = set(seen)
+    steps: list[Step] = []
+    met, added = set(seen), dict(counts or {})
     for reversal in reversals:
-        if (identity := reversal.identity()) in met:
+        if (digest := reversal.digest()) in met:
             continue
-        met.add(identity)
-        before, after = shares.get(reversal.dedup_id) or (reversed_shares.get(reversal.dedup_id, Decimal(0)),) * 2
-        after = EXACT.add(after, reversal.fraction)
+        met.add(digest)
+        added[reversal.dedup_id] = added.get(reversal.dedup_id, 0) + 1
+        if added[reversal.dedup_id] > MAX_PER_EVENT:
+            raise TooMany(reversal.dedup_id)
+        before, now = shares.get(reversal.dedup_id) or (reversed_shares.get(reversal.dedup_id, Decimal(0)),) * 2
+        after = EXACT.add(now, reversal.fraction)
         if after > ONE:
             raise PastWhole(reversal.dedup_id)
         shares[reversal.dedup_id] = (before, after)
         applied.append(reversal)
-    return Settled(applied, shares)
+        steps.append(Step(reversal, now, after))
+    return Settled(applied, shares, steps)
+
+
+REVERSAL_PART = ":reversal:"
+
+
+def reversing_payout_id(payout_id: str, reversal_id: str) -> str:
+    """The id of a payout's reversing movement: the payout's, then the reversal's (the payout's is the part before
+    REVERSAL_PART)."""
+    return f"{payout_id}{REVERSAL_PART}{reversal_id}"
+
+
+def share_text(share: Decimal) -> str:
+    """A share (0 to 1, at most 18 places) as fixed-width text of its 10^-18 units: texts compare as the shares do,
+    so a store keeps the greatest by comparing texts."""
+    return f"{int(share.scaleb(POINT_PLACES, context=EXACT)):019d}"
+
+
+def share_of(text: str) -> Decimal:
+    return Decimal(int(text)).scaleb(-POINT_PLACES, context=EXACT)
+
+
+def records(project_id: str, settled: Settled, ids: Sequence[str], reversed_at_ms: int) -> list[ReversalRecord]:
+    """The records of the reversals a request applied, each with its id (from `ids`, in order)."""
+    return [
+        ReversalRecord(
+            project_id=project_id,
+            id=reversal_id,
+            dedup_id=step.reversal.dedup_id,
+            reason=step.reversal.reason,
+            fraction=format_amount(step.reversal.fraction),
+            reversed_before=format_amount(step.before),
+            reversed_after=format_amount(step.after),
+            reversed_at_ms=reversed_at_ms,
+        )
+        for step, reversal_id in zip(settled.steps, ids, strict=False)
+    ]
 
 
 def taken_back(amount: Decimal, before: Decimal, after: Decimal, is_points: bool) -> Decimal:

@@ -19,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 DEFAULT_LIMITS = {
     "events_batch": "10/minute",
     "events_single": "100/minute",
+    "events_reversals": "10/minute",
     "payouts_summary": "100/minute",
     "referral_codes_create": "60/minute",
     "claim_history": "100/minute",

@@ -5,6 +5,7 @@ from stream_workers.handlers.base import Handler
 from stream_workers.handlers.code_use import CodeUse
 from stream_workers.handlers.conversion import Conversion
 from stream_workers.handlers.referral_removal import ReferralRemoved
+from stream_workers.handlers.reversal import Reversal
 from stream_workers.handlers.stored import Affiliate, ClaimCheck, CodesCreated, TrackingEvent
 from stream_workers.handlers.undecodable import Undecodable
 
@@ -18,6 +19,7 @@ HANDLERS: dict[type, Handler] = {
         Affiliate(),
         ClaimCheck(),
         TrackingEvent(),
+        Reversal(),
         Undecodable(),
     )
 }

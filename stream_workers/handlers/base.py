@@ -43,6 +43,9 @@ class Project:
     # The tracking ids of the referred users and their referrers among them (the self-referral signal).
     tracking: dict[User, set[str]] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)  # its caps and budgets (API.md §8)
+    # The reversals' (handlers/reversal.py): what each reversed event paid, by dedup_id, and the events set aside.
+    reversing: dict = field(default_factory=dict)
+    set_aside_events: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
 from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, tallied
 from rewards.domain.integrity import Rejection
+from rewards.domain.reversals import Reversal
 from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
 from rewards.web import ratelimit
@@ -195,6 +196,13 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         await store.mark_processed(project, ["s-1"])
         assert await store.processed_among(project, ["s-1", "s-2"]) == {"s-1"}
         assert await store.event_status(project, "s-2") == "accepted"
+        async with store.reverse(project, [Reversal("s-1", "refund", Decimal("0.5"))], now_ms()):  # ReversalStore
+            pass
+        with pytest.raises(Boom):
+            async with store.reverse(project, [Reversal("s-1", "undone", Decimal("0.5"))], now_ms()):
+                raise Boom
+        await store.mark_reversed(project, {"s-1": Decimal("0.5")})
+        assert await store.reversed_shares(project, ["s-1", "s-2"]) == {"s-1": Decimal("0.5")}
 
         a, b = check(project, 1, user(1)), check(project, 2, user(1))
         await store.register_claim_checks(project, [a, b])

@@ -11,6 +11,7 @@ from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
 from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
 from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
+from rewards.adapters.embedded.sqlite_state.reversals import SqliteReversalStore
 from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
 from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
@@ -20,6 +21,7 @@ from rewards.adapters.production.redis_state.ingest import RedisIngestStore
 from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
 from rewards.adapters.production.redis_state.projects import RedisProjectStore
 from rewards.adapters.production.redis_state.referrals import RedisReferralStore
+from rewards.adapters.production.redis_state.reversals import RedisReversalStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
 from rewards.ports import (
     AffiliateStore,
@@ -29,20 +31,22 @@ from rewards.ports import (
     IntegrityStore,
     ProjectStore,
     ReferralStore,
+    ReversalStore,
     TrackingStore,
 )
 from tests.contract.support import assert_implements
 
 PORTS = [
     ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore,
-    AllotmentStore,
+    AllotmentStore, ReversalStore,
 ]  # fmt: skip
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
                                     SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore,
-                                    SqliteAllotmentStore],
+                                    SqliteAllotmentStore, SqliteReversalStore],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
-                                  RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore],
+                                  RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore,
+                                  RedisReversalStore],
 }  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from rewards.domain.limits import LimitError
 from rewards.domain.reversals import (
     PastWhole,
     Reversal,
+    TooMany,
     against_debt,
     from_check,
     parse_fraction,
@@ -47,13 +48,24 @@ def test_an_events_shares_never_pass_1_and_a_repeat_counts_once():
     assert settled.applied == [half, Reversal("order-2", "chargeback", D("1"))]  # 0.5 and 0.50: the same one
     assert settled.shares == {"order-1": (0, D("0.5")), "order-2": (0, 1)}
     # Sent again later: counts 0; another reason is another reversal, up to the whole event.
-    seen = {half.identity()}
+    seen = {half.digest()}
     again = settle([half, Reversal("order-1", "damaged", D("0.5"))], {"order-1": D("0.5")}, seen)
     assert again.applied == [Reversal("order-1", "damaged", D("0.5"))] and again.shares == {"order-1": (D("0.5"), 1)}
     too_much = [Reversal("order-3", "a", D("0.3")), Reversal("order-1", "more", D("0.6"))]
     with pytest.raises(PastWhole) as past:
         settle(too_much, {"order-1": D("0.5")}, set())
     assert past.value.dedup_id == "order-1"
+
+
+def test_each_reversal_steps_its_events_share_and_an_event_has_at_most_1000():
+    first, second = Reversal("order-1", "a", D("0.25")), Reversal("order-1", "b", D("0.5"))
+    settled = settle([first, second], {"order-1": D("0.125")}, set())
+    assert settled.steps == [(first, D("0.125"), D("0.375")), (second, D("0.375"), D("0.875"))]
+    hundredths = [Reversal("order-2", f"part {n}", D("0.01")) for n in range(100)]
+    assert settle(hundredths, {}, set()).shares == {"order-2": (0, 1)}
+    with pytest.raises(TooMany) as many:
+        settle([Reversal("order-3", "one more", D("0.000001"))], {"order-3": D("0.001")}, set(), {"order-3": 1000})
+    assert many.value.dedup_id == "order-3"
 
 
 def test_a_payout_gives_back_its_share_in_whole_units_and_all_of_it_once_reversed_whole():

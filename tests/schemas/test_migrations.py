@@ -87,6 +87,7 @@ APPLIED_CHECKSUMS = {
     12: "37061619c95673b570b25a5ba8b89311f05d4a1db3ab32c5e7e18ed5643905dc",
     13: "194f1c5c662632c93a5f8045e69647e8d4309a5d1ed22eb7aab9b5cdd06dd6d8",
     14: "844dd63a1764cb864dae13b6608b90d93fea161543061b90cff335ab94223768",
+    15: "95d9a2724322b11c749c844c30b4a433b76ca6ebc74db37a6122e8be5a450ea0",
 }
 
 SHIPPED = len(schema.load_migrations())  # the package's migrations are 1 to SHIPPED
@@ -129,7 +130,8 @@ def test_versions_1_to_3_are_the_statements_of_before():
         (1, "tables"), (2, "affiliates_claims"), (3, "dead_letters"), (4, "dedup_ids"),
         (5, "dedup_ids_granules"), (6, "tracking"), (7, "code_stats"),
         (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes"), (11, "affiliate_portal"),
-        (12, "volume_currency"), (13, "rejected_payouts"), (14, "claim_check_expiry")]  # fmt: skip
+        (12, "volume_currency"), (13, "rejected_payouts"), (14, "claim_check_expiry"),
+        (15, "reversals")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 

@@ -117,6 +117,10 @@ PUBLISHED = {
         "referrer_identifier: str", "referrer_identifier_type: str", "user_identifier: str",
         "user_identifier_type: str", "referred_at_ms: int", "removed_at_ms: int",
     ],
+    "ReversalRecord": [
+        "type?: Literal['reversal']", "project_id: str", "id: str", "dedup_id: str", "reason: str", "fraction: str",
+        "reversed_before: str", "reversed_after: str", "reversed_at_ms: int",
+    ],
 }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ WRITES = {
     ("patch", "/referral_codes/{code}/use"), ("put", "/projects/config"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
-    ("put", "/projects/blocklist/{user_identifier}"),
+    ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -38,25 +38,26 @@ SCOPED = {
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("delete", "/referral_codes/{code}/referrals"), ("put", "/projects/blocklist/{user_identifier}"),
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
+    ("post", "/events/reversals"),
 }  # fmt: skip
 # 403 for what the rules refuse (API.md §8: a code use by or of a blocklisted user)
 REFUSED = {("patch", "/referral_codes/{code}/use")}
 LIMITED = {
     ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
-    ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"),
+    ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"), ("post", "/events/reversals"),
 }  # fmt: skip
 PUBLISHING = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"),
     ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"), ("post", "/claim-checks/close"),
     ("post", "/claim-checks/claims"), ("post", "/affiliates/{user_identifier}"),
-    ("delete", "/referral_codes/{code}/referrals"),
+    ("delete", "/referral_codes/{code}/referrals"), ("post", "/events/reversals"),
 }  # fmt: skip
 # 403 when the optional `project_id` names another project than the key's (the client sends it)
 PROJECT_CHECKED = {("get", "/payouts"), ("get", "/payouts/movements")}
 CONFLICTING = {
     ("post", "/events/batch"), ("post", "/events"), ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
-    ("post", "/affiliates/{user_identifier}"), ("put", "/projects/config"),
+    ("post", "/affiliates/{user_identifier}"), ("put", "/projects/config"), ("post", "/events/reversals"),
 }  # fmt: skip
 OPERATIONS = sorted(
     (method, path.removeprefix("/api/v1"), operation)
@@ -92,7 +93,7 @@ def test_every_operation_of_the_contract_is_documented():
 
 
 # The scope each scoped operation needs (API.md §0: service_role is accepted wherever another scope is required).
-SENDS = {("post", "/events/batch"), ("post", "/events")}
+SENDS = {("post", "/events/batch"), ("post", "/events"), ("post", "/events/reversals")}
 READS_CODES = {("get", "/referral_codes")}
 
 

@@ -96,6 +96,12 @@ CREATE TABLE IF NOT EXISTS allot_history (
     project_id TEXT NOT NULL, key TEXT NOT NULL, grants TEXT NOT NULL, expires_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS allot_history_by_key ON allot_history (project_id, key);
 CREATE INDEX IF NOT EXISTS allot_history_by_expiry ON allot_history (expires_ms);
+-- Reversals (API.md §9): each event's reversed share (exact decimal text) and its reversals' digests (JSON list),
+-- kept for the dedup window after its last reversal; `written`: the share the workers wrote (share_text).
+CREATE TABLE IF NOT EXISTS reversals (
+    project_id TEXT NOT NULL, dedup_id TEXT NOT NULL, reversed TEXT NOT NULL, digests TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL, written TEXT, PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS reversals_by_time ON reversals (updated_ms);
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

@@ -49,6 +49,11 @@ checks that every command the store sends keeps to one slot.)
                                                  (rewards.domain.allotment)
     rw:{p}:al:deliveries_at              zset    delivery token → when granted (ms): grants never forgotten are
                                                  dropped 35 days on
+    rw:{p}:reversal:<dedup_id>           string  an event's reversals (API.md §9): JSON {s: its reversed share, d: its
+                                                 reversals' digests, e: the outbox entry of the last} (TTL: the dedup
+                                                 window after its last reversal)
+    rw:{p}:reversal_written:<dedup_id>   string  the share of the event the workers wrote (rewards.domain.reversals.
+                                                 share_text: texts compare as shares; TTL: the dedup window)
     rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
     rw:{p}:al:released                   zset    expired claim check id → when its units went back to the budget (ms;
                                                  kept 35 days)
@@ -175,3 +180,9 @@ class ProjectKeys:
 
     def referral_removals(self) -> str:
         return self._key("referral_removals")
+
+    def reversal(self, dedup_id: str) -> str:
+        return self._key("reversal", dedup_id)
+
+    def reversal_written(self, dedup_id: str) -> str:
+        return self._key("reversal_written", dedup_id)

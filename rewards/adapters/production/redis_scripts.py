@@ -92,6 +92,9 @@ class Scripts:
     allot: AsyncScript
     allot_tallies: AsyncScript
     release: AsyncScript
+    reverse: AsyncScript
+    undo_reverse: AsyncScript
+    mark_reversed: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

@@ -1,6 +1,6 @@
 """StateStore on SQLite: the embedded stand-in for Redis, a class for each port (projects.py, affiliates.py,
-referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py) over a shared base (base.py: the database);
-SqliteStateStore is all of them on one database."""
+referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py, reversals.py) over a shared base
+(base.py: the database); SqliteStateStore is all of them on one database."""
 
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
 from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
@@ -9,6 +9,7 @@ from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
 from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
 from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
+from rewards.adapters.embedded.sqlite_state.reversals import SqliteReversalStore
 from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
 
 __all__ = ["SqliteStateStore"]
@@ -23,8 +24,9 @@ class SqliteStateStore(
     SqliteTrackingStore,
     SqliteIntegrityStore,
     SqliteAllotmentStore,
+    SqliteReversalStore,
 ):
     """The reference adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore and AllotmentStore, each a class of
-    this package, sharing one database. Its constructor is SqliteIngestStore's (the one port with settings: the dedup
-    and Idempotency-Key windows)."""
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore and ReversalStore, each
+    a class of this package, sharing one database. Its constructor is SqliteIngestStore's (the one port with settings:
+    the dedup and Idempotency-Key windows)."""

@@ -329,6 +329,11 @@ class AllotmentStore(Protocol):
         """An expired claim check's units back to its currency's budget (its paid counter, if it has one, never below
         0), once per check id (remembered for RELEASES_KEPT_MS); True when this call released it."""
 
+    async def give_back(self, project_id: str, token: str, limits: Limits, tallies: Sequence[Tally]) -> bool:
+        """A reversal's units back to caps and budgets (rewards.domain.allotment.given_back), once per `token`
+        (remembered RELEASES_KEPT_MS); a counter never goes below 0, and one that does not exist stays so. True when
+        this call gave them back."""
+
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         """The units each of `currencies` counts paid, of those with a paid counter."""
 

@@ -48,10 +48,15 @@ async def allot(
 ) -> None:
     """Cut the delivery's payout rows (written as if paid whole) as caps and budgets decide. `token`: the
     delivery's, under which the answers are kept until `forget`."""
+    for project_id, tallies in writes.given_back.items():  # a reversal's units first: room for what follows
+        if tallies:
+            limits = projects[project_id].limits
+            await state.give_back(project_id, f"{token}:given_back", limits, list(tallies.values()))
     for project_id, pending in writes.capped.items():
         if pending.tallies:
             await _allot_project(writes, project_id, pending, projects[project_id].limits, state, warehouse, token)
     writes.capped.clear()
+    writes.given_back.clear()
 
 
 async def forget(writes: Writes, state: StateStore) -> None:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from rewards.domain import claim_checks
-from rewards.domain.allotment import Limits
+from rewards.domain.allotment import Limits, Tally
 from rewards.domain.amounts import EXACT, format_amount
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.integrity import Rejection
@@ -24,6 +24,8 @@ class Writes:
     capped: dict[str, Pending] = field(default_factory=lambda: defaultdict(Pending))  # waiting for the allot step
     allotted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # tokens whose grants are kept
     reversed: dict[str, dict[str, Decimal]] = field(default_factory=lambda: defaultdict(dict))  # event → share written
+    # What reversals give back to caps and budgets, per project: one tally per user, side and currency (API.md §9).
+    given_back: dict[str, dict[tuple, Tally]] = field(default_factory=lambda: defaultdict(dict))
     payouts: int = 0
 
     def add_source(

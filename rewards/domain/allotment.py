@@ -241,6 +241,35 @@ def tallied(asks: Sequence[Ask]) -> tuple[list[Tally], list[int]]:
 WHOLE, EXHAUSTED, ONE_BY_ONE = "W", "E", "1"
 
 
+class GivenBack(NamedTuple):
+    """Units a counter gets back: `counter` "paid" (a budget's: `field` the currency), "total" or "month:<YYYY-MM>" (a
+    user's: its side, currency and user)."""
+
+    counter: str
+    currency: str
+    side: str = ""
+    user: User | None = None
+    units: int = 0
+
+
+def given_back(tallies: Sequence[Tally], limits: Limits) -> list[GivenBack]:
+    """What a reversal gives back to caps and budgets (API.md §9): the counters its payouts were counted in, as
+    `count` counts a grant, each dropping by the units taken back (never below 0, by the store). A rolling cap's
+    grants by time are not given back: the units stay in its window until they leave it (a cap the reversal leaves
+    stricter, never looser)."""
+    found = []
+    for tally in tallies:
+        if tally.currency in limits.budgets:
+            found.append(GivenBack("paid", tally.currency, units=tally.units))
+        counts = limits.counts(tally.currency, tally.side)
+        if "t" in counts:
+            found.append(GivenBack("total", tally.currency, tally.side, tally.user, tally.units))
+        if "m" in counts:
+            found += [GivenBack(f"month:{month}", tally.currency, tally.side, tally.user, units)
+                      for month, units in tally.months().items()]  # fmt: skip
+    return found
+
+
 class UnseededBudgets(Exception):
     """Budgets whose paid counter the store does not hold yet (set since the last payout in their currency): the
     caller seeds them with what the warehouse holds paid, and asks again."""

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from rewards.adapters import dedup_archive
+from rewards.domain.allotment import END_USER, REFERRER, Limits, Tally, currency_key, to_units
 from rewards.domain.amounts import format_amount
+from rewards.domain.payouts import User
 from rewards.domain.reversals import reversing_payout_id, taken_back
 from rewards.ports import StateStore, Warehouse
 from schemas.entities import REVERSAL
@@ -28,7 +30,8 @@ from stream_workers.writes import Writes
 reversal_row = rows.row_of(REVERSAL, "reversal_row")
 
 _CONVERSIONS = """
-SELECT dedup_id, user_identifier_type, user_identifier, timestamp, name, args,
+SELECT dedup_id, user_identifier_type, user_identifier, timestamp, toUnixTimestamp64Milli(timestamp) AS timestamp_ms,
+       name, args,
        toString(counted_volume) AS counted_volume, toString(counted_revenue) AS counted_revenue,
        toString(toDecimal256OrZero(trim(BOTH '"' FROM JSONExtractRaw(args, 'value', 'amount')), 18)) AS volume,
        toString(toDecimal256OrZero(trim(BOTH '"' FROM JSONExtractRaw(args, 'revenue', 'amount')), 18)) AS revenue
@@ -100,9 +103,25 @@ class Reversal(Handler):
         writes.rows["reversals"].append(reversal_row(record))
         for table, table_rows in found:
             writes.rows[table] += table_rows
+        if project.limits and found:
+            at_ms = int(paid.conversion["timestamp_ms"])
+            _give_back(found[0][1], at_ms, project.limits, writes.given_back[record.project_id])
         writes.rows["dedup_ids"].append(self.written_row(record))
         marked = writes.reversed[record.project_id]
         marked[record.dedup_id] = max(marked.get(record.dedup_id, shares[1]), shares[1])
+
+
+def _give_back(reversing: list[dict], at_ms: int, limits: Limits, tallies: dict[tuple, Tally]) -> None:
+    """The units of an event's reversing payout rows that a cap or budget governs, tallied per user, side and
+    currency at the event's time `at_ms` (as they were counted: stream_workers.capped)."""
+    for row in reversing:
+        if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
+            continue
+        side = REFERRER if row["role"] == "affiliate" else END_USER
+        user = User(row["recipient_identifier"], row["recipient_identifier_type"])
+        if (tally := tallies.get(key := (user, side, currency))) is None:
+            tally = tallies[key] = Tally(user, side, currency)
+        tally.add(to_units(-Decimal(row["amount"]), currency), at_ms)
 
 
 def _rows(record: ReversalRecord, paid: Paid, shares: tuple[Decimal, Decimal], created: int) -> list:

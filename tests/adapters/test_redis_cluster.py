@@ -34,7 +34,7 @@ from rewards.adapters.production.redis_scripts import Scripts
 from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
 from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
-from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, tallied
+from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, Tally, tallied
 from rewards.domain.integrity import Rejection
 from rewards.domain.reversals import Reversal
 from rewards.domain.timestamps import now_ms
@@ -240,6 +240,8 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert await store.allot_tallies(project, "delivery-2", limits, tallies) == [WHOLE]
         await store.forget_grants(project, ["delivery-1", "delivery-2"])
         assert await store.release(project, "cc_slots", "point", 2) is True  # an expired check back in the budget
+        given = [Tally(user(1), "end_user", "point", 3, {now_ms(): 3})]
+        assert await store.give_back(project, "delivery-3:given_back", limits, given) is True  # a reversal's units
         await store.reset_budgets(project, ["point"])
 
         await store.bound_unexpiring_keys()

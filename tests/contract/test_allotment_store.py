@@ -263,6 +263,32 @@ async def test_an_expired_check_goes_back_to_its_budget_once(store: AllotmentSto
     assert await store.budgets_paid(pid, [POINT]) == {}
 
 
+async def test_a_reversal_gives_its_units_back_once(store: AllotmentStore, pid: str):
+    alice, bob = user(1), user(2)
+    caps = (CapRule(END, 10, "all_time"), CapRule(WALLET, 12, "calendar_month"), CapRule(REF, 5, "rolling", DAY_MS))
+    limits = Limits(budgets={POINT: 30}, caps={POINT: caps})
+    asks = [ask(1, 10, alice), ask(2, 5, alice, "referrer"), ask(3, 9, bob)]
+    assert await store.allot(pid, "d1", limits, asks, {POINT: 0}) == [Grant(10, None), Grant(2, CAP), Grant(9, None)]
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: 21}
+    # Alice's reward of 10 and her commission of 2 taken back: the budget, her all-time and month counters drop.
+    back = [allotment.Tally(alice, "end_user", POINT, 10, {NOW: 10}), allotment.Tally(alice, "referrer", POINT, 2,
+            {NOW: 2})]  # fmt: skip
+    assert await store.give_back(pid, "d9:given_back", limits, back) is True
+    assert await store.give_back(pid, "d9:given_back", limits, back) is False  # once per token
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: 9}
+    again = [ask(4, 10, alice), ask(5, 5, alice, "referrer")]
+    # all-time and month room back (10 of 10, then 2 of the month's 12); the rolling window still holds the 2 given
+    # back (a rolling cap is not given back: stricter, never looser)
+    assert await store.allot(pid, "d2", limits, again) == [Grant(10, None), Grant(2, CAP)]
+    more = [allotment.Tally(bob, "end_user", POINT, 10**30, {NOW: 10**30})]
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: 21}
+    assert await store.give_back(pid, "d10:given_back", limits, more) is True
+    assert await store.budgets_paid(pid, [POINT]) == {POINT: 0}  # never below nothing
+    unbudgeted = Limits(budgets={TOKEN: 5})
+    assert await store.give_back(pid, "d11", unbudgeted, [allotment.Tally(bob, "end_user", TOKEN, 3, {NOW: 3})])
+    assert await store.budgets_paid(pid, [TOKEN]) == {}  # a budget never seeded stays so
+
+
 async def test_no_currency_passes_for_another(store: AllotmentStore, pid: str):
     """Counters are named by side, currency and user: a currency holding the separator cannot reach another's."""
     odd, plain = "0xa|email:b", "0xa"

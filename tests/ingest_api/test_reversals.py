@@ -225,3 +225,34 @@ def test_100_reversals_of_one_event_take_it_back_whole(chain: Api):
     wait_status(chain, "hundred-1", "reversed")
     answer = chain.get("/payouts", params={"type": "point", "user_identifier": L2, "identifier_type": EVM})
     assert answer.status_code == 200
+
+
+LIMITED = {
+    "default_tier": "base",
+    "tiers": TIERS,
+    "conversions": [{"event_name": "purchase", "base": {"fixed": "0"}, "end_user_reward": {"fixed": "10"}}],
+    "caps": [{"applies_to": "end_user", "currency": "point", "amount": "15", "window": "calendar_month"}],
+    "budgets": [{"currency": "point", "amount": "25"}],
+}
+
+
+def test_caps_and_budgets_get_the_amount_back(world):
+    server, admin, _ = world
+    project = admin.project()
+    api = Api(server, admin.key(project, "service_role"), project)
+    answer = api.put("/projects/config", json=LIMITED)
+    assert answer.status_code == 200, answer.text
+    for dedup_id in ("cap-1", "cap-2"):
+        assert api.post("/events/batch", json={"events": [event(dedup_id, BUYER)]}).status_code == 200
+        api.wait_processed(dedup_id)
+    assert points(api, BUYER) == "15"  # 10, then 5 of 10 (the month's cap)
+    assert reverse(api, {"dedup_id": "cap-1", "reason": "refund"}).json() == {"reversed": 1}
+    wait_status(api, "cap-1", "reversed")
+    assert points(api, BUYER) == "5"
+    assert api.post("/events/batch", json={"events": [event("cap-3", BUYER)]}).status_code == 200
+    api.wait_processed("cap-3")
+    assert points(api, BUYER) == "15"  # the cap's room back: paid whole
+    assert api.get("/projects/budgets").json() == [
+        {"currency": "point", "amount": "25", "paid": "15", "reserved": "0", "remaining": "10"}
+    ]
+    api.close()

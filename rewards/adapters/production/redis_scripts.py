@@ -95,6 +95,7 @@ class Scripts:
     reverse: AsyncScript
     undo_reverse: AsyncScript
     mark_reversed: AsyncScript
+    give_back: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

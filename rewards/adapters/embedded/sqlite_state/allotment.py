@@ -223,6 +223,32 @@ class SqliteAllotmentStore(SqliteStateBase):
 
         return await self._db.run(release)
 
+    async def give_back(self, project_id: str, token: str, limits: Limits, tallies: Sequence[Tally]) -> bool:
+        now = now_ms()
+
+        def give(c: sqlite3.Connection) -> bool:
+            c.execute("DELETE FROM allot_released WHERE created_ms <= ?", (now - RELEASES_KEPT_MS,))
+            added = c.execute(
+                "INSERT OR IGNORE INTO allot_released (project_id, check_id, created_ms) VALUES (?, ?, ?)",
+                (project_id, token, now),
+            )
+            if added.rowcount != 1:
+                return False
+            for back in allotment.given_back(tallies, limits):
+                key = f"paid|{back.currency}" if back.user is None else (
+                    f"{back.counter.replace(':', '|')}|{_who(back.side, back.currency, back.user)}")  # fmt: skip
+                row = c.execute(
+                    "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (project_id, key)
+                ).fetchone()
+                if row is not None:  # (units as text: they outgrow 64 bits)
+                    c.execute(
+                        "UPDATE allot_counters SET units = ? WHERE project_id = ? AND key = ?",
+                        (str(max(int(row[0]) - back.units, 0)), project_id, key),
+                    )
+            return True
+
+        return await self._db.run(give)
+
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         def paid(c: sqlite3.Connection) -> dict[str, int]:
             found = {}

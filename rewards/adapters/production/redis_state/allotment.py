@@ -28,6 +28,11 @@ from rewards.domain.timestamps import now_ms
 SIDES = (END_USER, REFERRER)
 
 
+def _field(side: str, currency: str, user) -> str:
+    """A user's counter of one side and currency, as include/allot_book.lua's field() names it (its length in bytes)."""
+    return f"{side}|{len(currency.encode())}:{currency}|{user_field(user)}"
+
+
 def _limits(limits: Limits) -> str:
     caps = {
         currency: [[list(cap.sides), str(cap.units), cap.window, cap.window_ms] for cap in rules]
@@ -109,6 +114,16 @@ class RedisAllotmentStore(RedisStateBase):
         keys = [k.allotment("paid"), k.allotment("released")]
         args = [check_id, currency, str(units), now_ms(), RELEASES_KEPT_MS]
         return await self._scripts.release(keys=keys, args=args) == 1
+
+    async def give_back(self, project_id: str, token: str, limits: Limits, tallies: Sequence[Tally]) -> bool:
+        k = ProjectKeys(project_id)
+        backs = []
+        for back in allotment.given_back(tallies, limits):
+            field = back.currency if back.user is None else _field(back.side, back.currency, back.user)
+            backs += [back.counter, field, str(back.units)]
+        keys = [k.allotment("released"), k.allotment("paid"), k.allotment("total")]
+        args = [token, now_ms(), RELEASES_KEPT_MS, k.allotment(), *backs]
+        return await self._scripts.give_back(keys=keys, args=args) == 1
 
     async def budgets_paid(self, project_id: str, currencies: Sequence[str]) -> dict[str, int]:
         if not currencies:

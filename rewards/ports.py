@@ -36,7 +36,7 @@ from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
-from rewards.domain.reversals import Reversal
+from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.tracking import CodeTraffic
 from schemas.records import AnyRecord, CodeUseRecord
 
@@ -351,6 +351,20 @@ class ReversalStore(Protocol):
         """Settle `reversals` against their events' shares (rewards.domain.reversals.settle), all or none: the block
         sees how many were newly applied (value) and their ReversalRecords (payload; None when none was). Raises
         PastWhole or TooMany naming an event."""
+
+    async def take_back(
+        self, project_id: str, token: str, items: Sequence[TakeBack]
+    ) -> tuple[list[ClaimCheck], list[int]]:
+        """Token payouts' parts taken back (rewards.domain.reversals.take_back), atomically and once per `token` (the
+        same answer again, kept 35 days): the open checks reduced (their new versions, stored) and each item's debt
+        added."""
+
+    async def settle_debts(self, project_id: str, token: str, asks: Sequence[Owed]) -> list[int]:
+        """New checks' amounts against their recipients' debts (rewards.domain.reversals.settle_debts), atomically
+        and once per `token`: what each settles."""
+
+    async def has_debts(self, project_id: str) -> bool:
+        """Whether any recipient of the project owes anything."""
 
     async def mark_reversed(self, project_id: str, shares: Mapping[str, Decimal]) -> None:
         """The workers wrote the reversals of each event up to its share in `shares` (a share never goes down)."""

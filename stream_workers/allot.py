@@ -10,7 +10,11 @@ that cut it (`cap_exceeded`, `budget_exhausted`). Each call's answer is kept und
 its rows are written (`forget` runs in the delivery's mark), so a delivery computed again after a crash (the same
 records: the plans keep a delivery the same) gets the same answers and counts nothing twice; once written, its
 records are never computed again (stream_workers.written). Calls carry at most CHUNK tallies or payouts, so that no
-one call holds Redis long."""
+one call holds Redis long.
+
+Reversals' state changes happen here too, each once per delivery token (API.md §9): their units back to caps and
+budgets first (room for what follows), their token parts out of open claim checks or owed, and, last, every new
+check settles its recipient's debt in its currency first."""
 
 import calendar
 import time
@@ -32,9 +36,13 @@ from rewards.domain.allotment import (
     to_units,
 )
 from rewards.domain.integrity import Rejection
+from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
+from rewards.domain.reversals import Owed
+from rewards.domain.timestamps import now_ms
 from rewards.ports import StateStore, Warehouse
 from schemas.clickhouse.budgets import paid_in
+from stream_workers import rows
 from stream_workers.capped import Pending
 from stream_workers.handlers.base import Project, Unusable
 from stream_workers.writes import Writes
@@ -57,6 +65,30 @@ async def allot(
             await _allot_project(writes, project_id, pending, projects[project_id].limits, state, warehouse, token)
     writes.capped.clear()
     writes.given_back.clear()
+    for project_id, parts in writes.take_backs.items():
+        if parts:
+            await _take_back(writes, project_id, parts, state, token)
+    writes.take_backs.clear()
+    # Last, the new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts
+    # now: a delivery processed again after a crash gets the answer it got, kept under its token).
+    for project_id, checks in writes.new_checks.items():
+        if checks:
+            asks = [Owed(check.user, currency_key(check.currency), check.amount) for check in checks]
+            settled = await state.settle_debts(project_id, f"{token}:settle", asks)
+            writes.settle_checks(project_id, settled, now_ms())
+
+
+async def _take_back(writes: Writes, project_id: str, parts: list, state: StateStore, token: str) -> None:
+    """Reversals' token parts out of their open claim checks (their new versions written), the rest owed."""
+    checks, owed = await state.take_back(project_id, f"{token}:take_back", [item for item, _ in parts])
+    writes.rows["claim_checks"] += [rows.claim_check_row(project_id, check) for check in checks]
+    created = now_ms()
+    for (item, row), units in zip(parts, owed, strict=True):
+        if units:
+            currency = TokenCurrency(address=row["currency"], chain_id=int(row["currency_chain_id"]),
+                                     name=row["currency_name"], decimals=int(row["currency_decimals"]))  # fmt: skip
+            debt = rows.debt_row(project_id, item.user, currency, units, row["payout_id"], created)
+            writes.rows["debts"].append(debt)
 
 
 async def forget(writes: Writes, state: StateStore) -> None:

@@ -32,8 +32,8 @@ DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside a
 # dedup_ids last: an id found there means every row of its record was written.
 TABLES = (
     "conversions", "payouts", "rejected_payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates",
-    "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "dead_letters",
-    "dedup_ids",
+    "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "debts",
+    "dead_letters", "dedup_ids",
 )  # fmt: skip
 DEFAULT_WINDOW_S = 35 * 86400.0
 

@@ -200,6 +200,22 @@ def claim_check_row(project_id: str, check: ClaimCheck) -> dict:
     }
 
 
+def debt_row(project_id: str, user, currency: TokenCurrency, units: int, source: str, created_ms: int) -> dict:
+    """A change of what `user` owes in a token (API.md §9): owed (positive), or settled by a new check (negative)."""
+    return {
+        "project_id": project_id,
+        "user_identifier_type": user.identifier_type,
+        "user_identifier": user.identifier,
+        "currency_address": currency.address,
+        "currency_chain_id": currency.chain_id,
+        "currency_name": currency.name,
+        "currency_decimals": currency.decimals,
+        "amount": str(units),
+        "source": source,
+        "created_at": ch_datetime(created_ms),
+    }
+
+
 def dead_letter_row(record, reason: str, delivery: str, failed_at_ms: int) -> dict:
     """A record set aside, with why: kept for an operator to inspect."""
     return set_aside_row(

@@ -10,6 +10,7 @@ from rewards.domain.amounts import EXACT, format_amount
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.integrity import Rejection
 from rewards.domain.payouts import Payout
+from rewards.domain.reversals import TakeBack
 from stream_workers import rows
 from stream_workers.capped import Pending
 from stream_workers.rows import PayoutSource, SourceRows
@@ -26,6 +27,8 @@ class Writes:
     reversed: dict[str, dict[str, Decimal]] = field(default_factory=lambda: defaultdict(dict))  # event → share written
     # What reversals give back to caps and budgets, per project: one tally per user, side and currency (API.md §9).
     given_back: dict[str, dict[tuple, Tally]] = field(default_factory=lambda: defaultdict(dict))
+    # Reversals' token parts, per project: each with its reversing row (the claim check and the debt they touch).
+    take_backs: dict[str, list[tuple[TakeBack, dict]]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
 
     def add_source(
@@ -51,6 +54,23 @@ class Writes:
         for check, check_row in source.checks:
             self.rows["claim_checks"].append(check_row)
             self.new_checks[project_id].append(check)
+
+    def settle_checks(self, project_id: str, settled: list[int], created_ms: int) -> None:
+        """The new checks' amounts less what each settled of its recipient's debt (API.md §9; in the order of
+        `new_checks`): a check settled whole is not opened; each settled part is a `debts` row taking it off."""
+        opened, changed = [], {}
+        for check, units in zip(self.new_checks[project_id], settled, strict=True):
+            if units:
+                self.rows["debts"].append(rows.debt_row(project_id, check.user, check.currency, -units, check.id,
+                                                        created_ms))  # fmt: skip
+                check = changed[check.id] = replace(check, amount=check.amount - units)
+            if check.amount:
+                opened.append(check)
+        self.new_checks[project_id] = opened
+        if changed:
+            kept = [row for row in self.rows["claim_checks"] if row["id"] not in changed]
+            now = [rows.claim_check_row(project_id, check) for check in changed.values() if check.amount]
+            self.rows["claim_checks"] = kept + now
 
     def cut_payouts(self, project_id: str, cuts: dict[int, tuple[Decimal, Rejection]]) -> None:
         """Cut paid rows (by their place in `rows["payouts"]`) to the part granted: a rejected row for the rest under

@@ -65,7 +65,8 @@ async def totals(
 ):
     user = parse_user(user_identifier, user_identifier_type)
     rows = await service.totals(warehouse, principal.project_id, user, reason)
-    return fold_totals(rows, status)
+    owed = await service.debts(warehouse, principal.project_id, user)
+    return {**fold_totals(rows, status), "debt": [{**currency_json(t.currency), "amount": str(t.amount)} for t in owed]}
 
 
 @router.get("/rewards-payouts", responses=success(CheckPage, "A page of the project's claim checks"))

@@ -97,9 +97,17 @@ class CurrencyTotal(CheckCurrency):
     )
 
 
+class CurrencyDebt(CheckCurrency):
+    amount: str = raw_amount("Raw units owed")
+
+
 class CheckTotals(Answer):
     claimed: list[CurrencyTotal] = Field(description="Claimed amounts, per currency")
     unclaimed: list[CurrencyTotal] = Field(description="Open and closed amounts (or those of the status asked)")
+    debt: list[CurrencyDebt] = Field(
+        description="What the user owes per currency (API.md §9): a reversal's part that a closed or claimed check "
+        "could not give back, taken from the user's next checks in that currency first"
+    )
 
 
 class CheckPage(Answer):

@@ -94,6 +94,20 @@ async def totals(warehouse: Warehouse, project_id: str, user: User, reason: str 
     return [Total(r["status"], _currency(r), int(r["amount_text"])) for r in rows]
 
 
+async def debts(warehouse: Warehouse, project_id: str, user: User) -> list[Total]:
+    """What the user owes per currency (API.md §9): reversals' parts that closed or claimed checks could not give
+    back, less what later checks settled."""
+    sql = (
+        "SELECT lower(currency_address) AS currency_address, currency_chain_id, any(currency_name) AS currency_name,"
+        " any(currency_decimals) AS currency_decimals, toString(sum(amount)) AS amount_text FROM debts"
+        " WHERE project_id = {project:String} AND user_identifier_type = {user_type:String}"
+        " AND user_identifier = {user_id:String} GROUP BY currency_address, currency_chain_id"
+        " HAVING sum(amount) > 0 ORDER BY currency_chain_id, currency_address"
+    )
+    params = {"project": project_id, "user_type": user.identifier_type, "user_id": user.identifier}
+    return [Total("debt", _currency(r), int(r["amount_text"])) for r in await warehouse.query(sql, params)]
+
+
 @dataclass(frozen=True)
 class ChecksFilter:
     statuses: tuple[str, ...] | None = None

@@ -68,12 +68,15 @@ async def claim_checks(principal: Caller, warehouse: WarehouseDep, limit: int = 
     }
 
 
-@router.get("/integrity", responses=success(ProjectIntegrity, "The payouts the rules refused"))
+@router.get("/integrity", responses=success(ProjectIntegrity, "The payouts the rules refused, and the reversals"))
 async def integrity(principal: Caller, warehouse: WarehouseDep, limit: int = Query(10, ge=1, le=100)):
-    """The payouts the rules refused (API.md §8) per reason and currency, and the newest of them (`limit`)."""
+    """The payouts the rules refused (API.md §8) per reason and currency, and the newest of them (`limit`); what
+    reversals took back (§9) per currency, and the newest reversals (`limit`)."""
     return {
         "rejected": await service.rejected_by_reason(warehouse, principal.project_id),
         "latest_rejected": await service.latest_rejected(warehouse, principal.project_id, limit),
+        "reversed": await service.reversed_by_currency(warehouse, principal.project_id),
+        "latest_reversals": await service.latest_reversals(warehouse, principal.project_id, limit),
     }
 
 

@@ -114,6 +114,23 @@ class RejectedPayout(Answer):
     happened_at: str = timestamp("When its event happened")
 
 
+class ReversedTotal(Answer):
+    currency: str = text("`point`, or a token's address", "point")
+    movements: int = text("How many reversing movements (one per payout a reversal took from)", 4)
+    amount: str = raw_amount("How much they took back in all (points, or a token's raw units)")
+
+
+class LatestReversal(Answer):
+    id: str = text("The reversal's id", "6f1c0d2e9a7b4c3d8e5f60718293a4b5")
+    dedup_id: str = text("Its event", "order-1042")
+    reason: str = text("Why", "refund")
+    fraction: str = decimal_text("The share of the event it reversed", "0.5")
+    reversed: str = decimal_text("The event's share reversed once it was applied (1: whole)", "0.5")
+    reversed_at: str = timestamp("When it was accepted")
+
+
 class ProjectIntegrity(Answer):
     rejected: list[RejectedTotal] = Field(description="The refused payouts per reason and currency")
     latest_rejected: list[RejectedPayout] = Field(description="The newest refused payouts")
+    reversed: list[ReversedTotal] = Field(description="What reversals took back, per currency (API.md §9)")
+    latest_reversals: list[LatestReversal] = Field(description="The newest reversals written")

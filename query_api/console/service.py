@@ -185,6 +185,32 @@ async def rejected_by_reason(warehouse: Warehouse, project_id: str) -> list[dict
             for r in rows]  # fmt: skip
 
 
+async def reversed_by_currency(warehouse: Warehouse, project_id: str) -> list[dict]:
+    """What reversals took back (API.md §9), per currency: how many reversing movements, and how much."""
+    rows = await warehouse.query(
+        "SELECT currency, count() AS movements, toString(-sum(amount)) AS amount FROM payouts"
+        " WHERE project_id = {project:String} AND reversal != '' GROUP BY currency ORDER BY currency",
+        {"project": project_id},
+    )
+    return [{"currency": r["currency"], "movements": int(r["movements"]), "amount": r["amount"]} for r in rows]
+
+
+async def latest_reversals(warehouse: Warehouse, project_id: str, limit: int) -> list[dict]:
+    """The newest reversals: which event, why, and how much of it is reversed since."""
+    rows = await warehouse.query(
+        "SELECT id, dedup_id, reason, toString(fraction) AS fraction, toString(reversed_after) AS reversed,"
+        " toUnixTimestamp64Milli(reversed_at) AS reversed_ms FROM reversals WHERE project_id = {project:String}"
+        " ORDER BY reversed_at DESC, id LIMIT {limit:UInt32}",
+        {"project": project_id, "limit": limit},
+    )
+    return [
+        {"id": r["id"], "dedup_id": r["dedup_id"], "reason": r["reason"],
+         "fraction": format_amount(Decimal(r["fraction"])), "reversed": format_amount(Decimal(r["reversed"])),
+         "reversed_at": format_timestamp(int(r["reversed_ms"]))}
+        for r in rows
+    ]  # fmt: skip
+
+
 async def latest_rejected(warehouse: Warehouse, project_id: str, limit: int) -> list[dict]:
     """The newest refused payouts: who would have earned what, and why."""
     rows = await warehouse.query(

@@ -13,12 +13,14 @@ what it does to claim checks and debts. Pure and exact.
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from decimal import ROUND_FLOOR, Decimal
 from typing import NamedTuple
 
 from rewards.domain.amounts import EXACT, POINT_PLACES, format_amount
-from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN
+from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN, ClaimCheck
 from rewards.domain.limits import LimitError, parse_amount
+from rewards.domain.payouts import User
 from schemas.records import ReversalRecord
 
 ONE = Decimal(1)
@@ -186,3 +188,63 @@ def against_debt(units: int, debt: int) -> tuple[int, int]:
     """A new payout of `units` to a recipient owing `debt` in its currency: (what is paid, the debt left)."""
     settled = min(units, debt)
     return units - settled, debt - settled
+
+
+class TakeBack(NamedTuple):
+    """A token payout's part taken back by a reversal: out of its claim check `check_id`, or owed by its recipient."""
+
+    check_id: str
+    user: User
+    currency: str  # the token's address, lowercase (rewards.domain.allotment.currency_key)
+    units: int
+
+
+class Owed(NamedTuple):
+    """A new claim check's amount, from which its recipient's debt in its currency is taken first."""
+
+    user: User
+    currency: str
+    units: int
+
+
+DebtKey = tuple[User, str]  # a recipient and a token's address (lowercase)
+
+
+def take_back(
+    items: Sequence[TakeBack], checks: Mapping[str, ClaimCheck], debts: Mapping[DebtKey, int]
+) -> tuple[dict[str, ClaimCheck], dict[DebtKey, int], list[int]]:
+    """What `items` do, in order: each open check reduced (a new version), the rest owed. Returns the checks changed
+    (by id), the debts changed (their new units) and each item's debt added. A check the store does not hold (never
+    registered) cannot be reduced: all of it is owed."""
+    changed: dict[str, ClaimCheck] = {}
+    owed: dict[DebtKey, int] = {}
+    added = []
+    for item in items:
+        check = changed.get(item.check_id) or checks.get(item.check_id)
+        status, amount = (check.status, check.amount) if check is not None else (CLOSED, 0)
+        part = from_check(status, amount, item.units)
+        if part.check_reduced_by:  # one new version per call
+            version = checks[item.check_id].version + 1
+            changed[item.check_id] = replace(check, amount=amount - part.check_reduced_by, version=version)
+        if part.debt:
+            key = (item.user, item.currency)
+            owed[key] = owed.get(key, debts.get(key, 0)) + part.debt
+        added.append(part.debt)
+    return changed, owed, added
+
+
+def settle_debts(asks: Sequence[Owed], debts: Mapping[DebtKey, int]) -> tuple[dict[DebtKey, int], list[int]]:
+    """New claim checks' amounts against their recipients' debts, in order: the debts changed (their units left) and
+    what each check settles (its amount is the rest)."""
+    left: dict[DebtKey, int] = {}
+    settled = []
+    for ask in asks:
+        key = (ask.user, ask.currency)
+        debt = left.get(key, debts.get(key, 0))
+        if not debt:
+            settled.append(0)
+            continue
+        _, rest = against_debt(ask.units, debt)
+        left[key] = rest
+        settled.append(debt - rest)
+    return left, settled

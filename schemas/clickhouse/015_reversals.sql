@@ -9,7 +9,9 @@
 --     counted volume and revenue it takes back (the affiliate portal's paid volume);
 --   * `affiliate_volumes`: per level of the event's chain, the base taken back, with the share of the conversion's
 --     raw and counted volume and revenue (the views joined the conversion for those: a reversal row carries its own);
---   * `conversion_reversals`: the converting user's own figures (its volume, its revenue), one row per reversal.
+--   * `conversion_reversals`: the converting user's own figures (its volume, its revenue), one row per reversal;
+--   * `debts`: what a reversal could not take out of an open claim check (raw units owed, positive), and what later
+--     checks settled of it (negative): GET /claim-checks/totals' `debt` is their sum per currency.
 -- The views below are those of 001, 008, 009 and 012 that count rows or join a conversion's amounts, made anew to
 -- read a reversal row's own amounts and count it nowhere; the views that only sum amounts need no change.
 -- (Made while no workers write, as 012: see docs/operations.md, "Migrations".)
@@ -46,6 +48,23 @@ CREATE TABLE IF NOT EXISTS conversion_reversals
 )
 ENGINE = MergeTree
 ORDER BY (project_id, timestamp, dedup_id, reversal)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+CREATE TABLE IF NOT EXISTS debts
+(
+    project_id String,
+    user_identifier_type LowCardinality(String),
+    user_identifier String,
+    currency_address String,
+    currency_chain_id Int64,
+    currency_name String,
+    currency_decimals UInt8,
+    amount Int256,
+    source String,
+    created_at DateTime64(3, 'UTC')
+)
+ENGINE = MergeTree
+ORDER BY (project_id, user_identifier_type, user_identifier, currency_address)
 SETTINGS non_replicated_deduplication_window = 100000;
 
 ALTER TABLE payouts
@@ -391,5 +410,6 @@ ALTER TABLE payouts
     DROP COLUMN IF EXISTS reversal,
     DROP COLUMN IF EXISTS counted_volume,
     DROP COLUMN IF EXISTS counted_revenue;
+DROP TABLE IF EXISTS debts;
 DROP TABLE IF EXISTS conversion_reversals;
 DROP TABLE IF EXISTS reversals;

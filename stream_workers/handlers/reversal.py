@@ -18,8 +18,9 @@ from decimal import Decimal
 from rewards.adapters import dedup_archive
 from rewards.domain.allotment import END_USER, REFERRER, Limits, Tally, currency_key, to_units
 from rewards.domain.amounts import format_amount
+from rewards.domain.claim_checks import check_id
 from rewards.domain.payouts import User
-from rewards.domain.reversals import reversing_payout_id, taken_back
+from rewards.domain.reversals import REVERSAL_PART, TakeBack, reversing_payout_id, taken_back
 from rewards.ports import StateStore, Warehouse
 from schemas.entities import REVERSAL
 from schemas.records import ReversalRecord
@@ -103,12 +104,26 @@ class Reversal(Handler):
         writes.rows["reversals"].append(reversal_row(record))
         for table, table_rows in found:
             writes.rows[table] += table_rows
-        if project.limits and found:
+        reversing = found[0][1] if found else []
+        if project.limits and reversing:
             at_ms = int(paid.conversion["timestamp_ms"])
-            _give_back(found[0][1], at_ms, project.limits, writes.given_back[record.project_id])
+            _give_back(reversing, at_ms, project.limits, writes.given_back[record.project_id])
+        writes.take_backs[record.project_id] += _token_parts(record.project_id, reversing)
         writes.rows["dedup_ids"].append(self.written_row(record))
         marked = writes.reversed[record.project_id]
         marked[record.dedup_id] = max(marked.get(record.dedup_id, shares[1]), shares[1])
+
+
+def _token_parts(project_id: str, reversing: list[dict]) -> list[tuple[TakeBack, dict]]:
+    """The token parts of reversing payout rows: each out of its payout's claim check, or owed (API.md §9)."""
+    parts = []
+    for row in reversing:
+        if row["currency"] != "point":
+            paid_id = row["payout_id"].partition(REVERSAL_PART)[0]
+            user = User(row["recipient_identifier"], row["recipient_identifier_type"])
+            units = -int(Decimal(row["amount"]))
+            parts.append((TakeBack(check_id(project_id, paid_id), user, currency_key(row["currency"]), units), row))
+    return parts
 
 
 def _give_back(reversing: list[dict], at_ms: int, limits: Limits, tallies: dict[tuple, Tally]) -> None:

@@ -36,7 +36,7 @@ from rewards.adapters.production.redis_state.projects import KEY_LIVE_S
 from rewards.domain import claim_checks as cc
 from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, Tally, tallied
 from rewards.domain.integrity import Rejection
-from rewards.domain.reversals import Reversal
+from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
 from rewards.web import ratelimit
@@ -203,6 +203,10 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 raise Boom
         await store.mark_reversed(project, {"s-1": Decimal("0.5")})
         assert await store.reversed_shares(project, ["s-1", "s-2"]) == {"s-1": Decimal("0.5")}
+        owed = [TakeBack(cc.check_id(project, "payout-9"), user(1), "0xusdc", 5)]  # never registered: all owed
+        assert (await store.take_back(project, "delivery-9:take_back", owed))[1] == [5]
+        assert await store.has_debts(project)
+        assert await store.settle_debts(project, "delivery-10:settle", [Owed(user(1), "0xusdc", 7)]) == [5]
 
         a, b = check(project, 1, user(1)), check(project, 2, user(1))
         await store.register_claim_checks(project, [a, b])

@@ -7,10 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from rewards.domain.reversals import PastWhole, Reversal, TooMany
+from rewards.domain import claim_checks as cc
+from rewards.domain.reversals import Owed, PastWhole, Reversal, TakeBack, TooMany
 from rewards.ports import ReversalStore
 from schemas.records import load_records
-from tests.contract.support import Boom, assert_implements
+from tests.contract.support import Boom, assert_implements, check, user
 
 D = Decimal
 
@@ -86,3 +87,45 @@ async def test_the_share_written_only_grows(store: ReversalStore, pid: str):
     await store.mark_reversed(pid, {"e-1": D(1)})
     await store.mark_reversed(pid, {"e-1": D("0.5")})  # a late mark of an earlier reversal
     assert await store.reversed_shares(pid, ["e-1"]) == {"e-1": D(1)}
+
+
+async def test_token_payouts_come_out_of_open_checks_and_the_rest_is_owed_once(store, pid: str, other_pid: str):
+    bob = user(2)
+    usdc = check(pid, 1, bob).currency.address.lower()
+    opened, closed = check(pid, 1, bob), check(pid, 2, bob)
+    await store.register_claim_checks(pid, [opened, closed])
+    async with store.update_claim_checks(pid, [closed.id], cc.close, bob):
+        pass
+    items = [TakeBack(opened.id, bob, usdc, 400_000), TakeBack(opened.id, bob, usdc, 700_000),
+             TakeBack(closed.id, bob, usdc, 5)]  # fmt: skip
+    assert not await store.has_debts(pid)
+    checks, added = await store.take_back(pid, "d1:take_back", items)
+    assert [(c.id, c.amount, c.version) for c in checks] == [(opened.id, 0, 2)] and added == [0, 100_000, 5]
+    assert (await store.get_claim_checks(pid, [opened.id]))[0].amount == 0
+    assert await store.take_back(pid, "d1:take_back", items) == (checks, added)  # the same call: the same answer
+    assert await store.has_debts(pid) and not await store.has_debts(other_pid)
+    # the next checks settle the debt first: 100,005 owed
+    assert await store.settle_debts(pid, "d2:settle", [Owed(bob, usdc, 60_000), Owed(bob, usdc, 60_000)]) == [
+        60_000, 40_005]  # fmt: skip
+    assert await store.settle_debts(pid, "d2:settle", [Owed(bob, usdc, 1)]) == [60_000, 40_005]  # kept
+    assert not await store.has_debts(pid)
+    assert await store.settle_debts(pid, "d3:settle", [Owed(bob, usdc, 60_000)]) == [0]
+
+
+async def test_concurrent_take_backs_and_closes_of_one_check_never_lose_a_unit(store, pid: str):
+    bob = user(2)
+    opened = check(pid, 3, bob)  # 3,000,000
+    await store.register_claim_checks(pid, [opened])
+    usdc = opened.currency.address.lower()
+
+    async def take(n: int):
+        return await store.take_back(pid, f"d{n}", [TakeBack(opened.id, bob, usdc, 1_000_000)])
+
+    async def close():
+        async with store.update_claim_checks(pid, [opened.id], cc.close, bob):
+            pass
+
+    results = await asyncio.gather(take(1), close(), take(2), take(3), take(4))
+    owed = sum(sum(result[1]) for result in results if result is not None)
+    left = (await store.get_claim_checks(pid, [opened.id]))[0].amount
+    assert left + (4_000_000 - owed) == 3_000_000  # every unit either out of the check or owed

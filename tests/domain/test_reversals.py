@@ -8,16 +8,23 @@ from decimal import Decimal
 import pytest
 
 from rewards.domain.amounts import exact_sum
+from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.limits import LimitError
+from rewards.domain.payout_config import TokenCurrency
+from rewards.domain.payouts import User
 from rewards.domain.reversals import (
+    Owed,
     PastWhole,
     Reversal,
+    TakeBack,
     TooMany,
     against_debt,
     from_check,
     parse_fraction,
     parse_reason,
     settle,
+    settle_debts,
+    take_back,
     taken_back,
 )
 
@@ -89,3 +96,26 @@ def test_an_open_check_gives_back_a_closed_one_makes_a_debt():
     assert from_check("closed", 100, 30) == (0, 30) and from_check("claimed", 100, 30) == (0, 30)
     assert from_check("expired", 100, 30) == (0, 0)  # its amount went back to the budget already
     assert against_debt(50, 30) == (20, 0) and against_debt(10, 30) == (0, 20) and against_debt(10, 0) == (10, 0)
+
+
+def _check(amount: int, status: str) -> ClaimCheck:
+    usdc = TokenCurrency(address="0xusdc", chain_id=1, name="USDC", decimals=6)
+    bob = User("0xb0b", "evm_address")
+    return ClaimCheck("cc_1", bob, usdc, amount, "end_user_payout", status, None, "e-1", 1, None, 1)
+
+
+def test_a_token_payout_is_taken_back_from_its_open_check_and_the_rest_owed():
+    bob = User("0xb0b", "evm_address")
+    items = [TakeBack("cc_1", bob, "0xusdc", 300), TakeBack("cc_1", bob, "0xusdc", 800), TakeBack("cc_2", bob,
+             "0xusdc", 50), TakeBack("cc_3", bob, "0xusdc", 7)]  # fmt: skip
+    checks = {"cc_1": _check(1000, "open"), "cc_2": _check(90, "claimed"), "cc_3": _check(90, "expired")}
+    changed, debts, added = take_back(items, checks, {(bob, "0xusdc"): 5})
+    assert (changed["cc_1"].amount, changed["cc_1"].version) == (0, 2) and set(changed) == {"cc_1"}
+    assert added == [0, 100, 50, 0] and debts == {(bob, "0xusdc"): 155}  # 5 owed before, then 100 and 50
+
+
+def test_new_checks_settle_debts_first():
+    bob, carol = User("0xb0b", "evm_address"), User("0xca", "evm_address")
+    asks = [Owed(bob, "0xusdc", 100), Owed(bob, "0xusdc", 100), Owed(carol, "0xusdc", 10), Owed(bob, "0xdai", 1)]
+    left, settled = settle_debts(asks, {(bob, "0xusdc"): 150, (bob, "0xdai"): 0})
+    assert settled == [100, 50, 0, 0] and left == {(bob, "0xusdc"): 0}

@@ -256,3 +256,66 @@ def test_caps_and_budgets_get_the_amount_back(world):
         {"currency": "point", "amount": "25", "paid": "15", "reserved": "0", "remaining": "10"}
     ]
     api.close()
+
+
+USDC = {"address": "0xA0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "chain_id": 1, "name": "USDC", "decimals": 6}
+TOKENS = {
+    "default_tier": "base",
+    "tiers": TIERS,
+    "conversions": [{"event_name": "swap", "base": {"fixed": "3"}, "currency": USDC,
+                     "end_user_reward": {"rate": "1"}}],
+}  # fmt: skip
+
+
+def test_token_payouts_come_out_of_open_checks_and_closed_ones_leave_a_debt(world):
+    server, admin, _ = world
+    project = admin.project()
+    api = Api(server, admin.key(project, "service_role"), project)
+    assert api.put("/projects/config", json=TOKENS).status_code == 200
+
+    def swap(dedup_id: str) -> None:
+        assert api.post("/events/batch", json={"events": [event(dedup_id, BUYER, "swap")]}).status_code == 200
+        api.wait_processed(dedup_id)
+
+    def checks() -> dict[str, tuple[str, str]]:
+        rows = api.get("/claim-checks/rewards-payouts", params={**typed(BUYER), "page_size": 100}).json()["results"]
+        return {row["id"]: (row["amount"], row["status"]) for row in rows}
+
+    def totals() -> dict:
+        answer = api.get("/claim-checks/totals", params=typed(BUYER)).json()
+        return {group: [(row["amount"], row.get("status")) for row in rows] for group, rows in answer.items()}
+
+    swap("t-1")  # its check closed and claimed
+    [claimed] = eventually(lambda: list(checks()))
+    assert api.post("/claim-checks/close", json={**typed(BUYER), "claim_check_ids": [claimed]}).status_code == 200
+    claim = {"hash": "0x" + "cd" * 32, "claimed_at": "2026-11-01T00:00:00Z", "claim_check_ids": [claimed]}
+    assert api.post("/claim-checks/claims", json=claim).json() == {"claimed": 1}
+    swap("t-2")  # its check open
+    items = [{"dedup_id": "t-1", "reason": "refund"}, {"dedup_id": "t-2", "reason": "refund", "fraction": "0.5"}]
+    assert reverse(api, *items).json() == {"reversed": 2}
+    wait_status(api, "t-1", "reversed")
+    wait_status(api, "t-2", "partially_reversed")
+    assert totals() == {"claimed": [("3000000", "claimed")], "unclaimed": [("1500000", "unclaimed")],
+                        "debt": [("3000000", None)]}  # fmt: skip
+    swap("t-3")  # its 3,000,000 settles the debt: no check opens
+    assert totals() == {"claimed": [("3000000", "claimed")], "unclaimed": [("1500000", "unclaimed")], "debt": []}
+    swap("t-4")
+    assert totals()["unclaimed"] == [("4500000", "unclaimed")]
+    api.close()
+
+
+def test_the_console_lists_what_reversals_took_back(world):
+    server, admin, _ = world
+    project = admin.project()
+    api = Api(server, admin.key(project, "service_role"), project)
+    assert api.put("/projects/config", json=CONFIG).status_code == 200
+    assert api.post("/events/batch", json={"events": [purchase("console-1", "100")]}).status_code == 200
+    api.wait_processed("console-1")  # the buyer alone, unreferred here: 10 reward + 5 bonus
+    assert reverse(api, {"dedup_id": "console-1", "reason": "chargeback", "fraction": "0.2"}).status_code == 200
+    wait_status(api, "console-1", "partially_reversed")
+    body = api.get("/console/integrity").json()
+    assert body["reversed"] == [{"currency": "point", "movements": 2, "amount": "3"}]
+    [latest] = body["latest_reversals"]
+    assert (latest["dedup_id"], latest["reason"], latest["fraction"], latest["reversed"]) == (
+        "console-1", "chargeback", "0.2", "0.2")  # fmt: skip
+    api.close()

@@ -254,6 +254,21 @@
         ]),
         "–"
       );
+      fillRows(
+        $("#reversed-totals"),
+        integrity.body.reversed.map((r) => [
+          cell(currency(r.currency)), cell(r.movements, "num"), cell(grouped(r.amount), "num"),
+        ]),
+        "Nothing reversed"
+      );
+      fillRows(
+        $("#reversals-latest"),
+        integrity.body.latest_reversals.map((r) => [
+          cell(when(r.reversed_at)), cell(shortText(r.dedup_id, 24)), cell(shortText(r.reason, 24)),
+          cell(r.fraction, "num"), cell(r.reversed === "1" ? "whole" : r.reversed, "num"),
+        ]),
+        "–"
+      );
     }
     const error = $("#blocklist-error");
     error.hidden = blocklist.ok;

@@ -102,6 +102,15 @@ CREATE TABLE IF NOT EXISTS reversals (
     project_id TEXT NOT NULL, dedup_id TEXT NOT NULL, reversed TEXT NOT NULL, digests TEXT NOT NULL,
     updated_ms INTEGER NOT NULL, written TEXT, PRIMARY KEY (project_id, dedup_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS reversals_by_time ON reversals (updated_ms);
+-- What recipients owe in a token (units as decimal text) after a reversal met a closed or claimed check; kept until
+-- settled by their next checks. And the answers of the workers' calls that change them, once per call's token.
+CREATE TABLE IF NOT EXISTS debts (
+    project_id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT NOT NULL, currency TEXT NOT NULL,
+    units TEXT NOT NULL, PRIMARY KEY (project_id, user_type, user_id, currency)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS debt_calls (
+    project_id TEXT NOT NULL, token TEXT NOT NULL, answer TEXT NOT NULL, created_ms INTEGER NOT NULL,
+    PRIMARY KEY (project_id, token)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS debt_calls_by_time ON debt_calls (created_ms);
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

@@ -54,6 +54,12 @@ checks that every command the store sends keeps to one slot.)
                                                  window after its last reversal)
     rw:{p}:reversal_written:<dedup_id>   string  the share of the event the workers wrote (rewards.domain.reversals.
                                                  share_text: texts compare as shares; TTL: the dedup window)
+    rw:{p}:debt:<currency>|<user>        string  units the user owes in a token (a reversal met a closed or claimed
+                                                 check), taken from its next checks; gone once settled
+    rw:{p}:debtors                       set     the project's debt keys (whether anyone owes anything)
+    rw:{p}:debt_calls                    hash    a worker call's token → its answer (claim checks reduced, debts
+                                                 added or settled), so a delivery processed again gets the same
+    rw:{p}:debt_calls_at                 zset    token → when (ms): answers kept 35 days
     rw:{p}:al:paid                       hash    currency → units paid in it, of a currency with a budget
     rw:{p}:al:released                   zset    expired claim check id → when its units went back to the budget (ms;
                                                  kept 35 days)
@@ -186,3 +192,15 @@ class ProjectKeys:
 
     def reversal_written(self, dedup_id: str) -> str:
         return self._key("reversal_written", dedup_id)
+
+    def debt(self, currency: str, user: User) -> str:
+        return self._key("debt", f"{currency}|{user_field(user)}")
+
+    def debtors(self) -> str:
+        return self._key("debtors")
+
+    def debt_calls(self) -> str:
+        return self._key("debt_calls")
+
+    def debt_calls_at(self) -> str:
+        return self._key("debt_calls_at")

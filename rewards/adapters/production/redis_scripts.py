@@ -96,6 +96,7 @@ class Scripts:
     undo_reverse: AsyncScript
     mark_reversed: AsyncScript
     give_back: AsyncScript
+    swap_once: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

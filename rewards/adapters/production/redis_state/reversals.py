@@ -16,10 +16,13 @@ from decimal import Decimal
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_state.base import _ATTEMPTS, RedisStateBase, StateChanging, _json, _new_entry
 from rewards.domain import reversals as rules
+from rewards.domain.allotment import KEPT_MS
 from rewards.domain.amounts import format_amount
-from rewards.domain.reversals import Reversal
+from rewards.domain.claim_checks import from_record, to_record
+from rewards.domain.reversals import Owed, Reversal, TakeBack
+from rewards.domain.timestamps import now_ms
 from rewards.ports import Change
-from schemas.records import dump_records
+from schemas.records import ClaimCheckRecord, dump_records
 
 
 class RedisReversalStore(RedisStateBase):
@@ -72,3 +75,61 @@ class RedisReversalStore(RedisStateBase):
         k = ProjectKeys(project_id)
         texts = await self._redis.mget([k.reversal_written(d) for d in dedup_ids])
         return {d: rules.share_of(t) for d, t in zip(dedup_ids, texts, strict=True) if t is not None}
+
+    async def take_back(self, project_id: str, token: str, items: Sequence[TakeBack]):
+        k = ProjectKeys(project_id)
+        ids = list(dict.fromkeys(item.check_id for item in items))
+
+        async def compute() -> tuple[str, list[tuple[str, str, str, str]]]:
+            texts = dict(zip(ids, await self._redis.mget([k.claim_check(i) for i in ids]), strict=True))
+            checks = {i: from_record(ClaimCheckRecord.model_validate_json(t)) for i, t in texts.items() if t}
+            debts, debt_texts = await self._debts(k, items)
+            changed, owed, added = rules.take_back(items, checks, debts)
+            records = {i: to_record(project_id, check).model_dump_json() for i, check in changed.items()}
+            swaps = [(k.claim_check(i), texts[i], record, "c") for i, record in records.items()]
+            swaps += _debt_swaps(k, owed, debt_texts)
+            return json.dumps({"checks": list(records.values()), "added": added}), swaps
+
+        answer = json.loads(await self._swap_once(k, token, compute))
+        return [from_record(ClaimCheckRecord.model_validate_json(r)) for r in answer["checks"]], answer["added"]
+
+    async def settle_debts(self, project_id: str, token: str, asks: Sequence[Owed]) -> list[int]:
+        k = ProjectKeys(project_id)
+
+        async def compute() -> tuple[str, list[tuple[str, str, str, str]]]:
+            debts, debt_texts = await self._debts(k, asks)
+            left, settled = rules.settle_debts(asks, debts)
+            return json.dumps(settled), _debt_swaps(k, left, debt_texts)
+
+        return json.loads(await self._swap_once(k, token, compute))
+
+    async def has_debts(self, project_id: str) -> bool:
+        return await self._redis.scard(ProjectKeys(project_id).debtors()) > 0
+
+    async def _debts(self, k: ProjectKeys, asked: Sequence) -> tuple[dict, dict]:
+        """The debts of `asked`'s recipients and currencies, and their keys' texts (None: none)."""
+        pairs = list(dict.fromkeys((item.user, item.currency) for item in asked))
+        texts = dict(zip(pairs, await self._redis.mget([k.debt(cur, user) for user, cur in pairs]), strict=True))
+        return {pair: int(text) for pair, text in texts.items() if text}, texts
+
+    async def _swap_once(self, k: ProjectKeys, token: str, compute) -> str:
+        """The answer of a call once per token: computed from what is read, written by swap_once.lua only if nothing
+        it read changed since (else read again). A call that changes nothing keeps nothing."""
+        for _ in range(_ATTEMPTS):
+            kept = await self._redis.hget(k.debt_calls(), token)
+            if kept is not None:
+                return kept
+            answer, swaps = await compute()
+            if not swaps:  # nothing changes: nothing to keep (asked again, it answers the same)
+                return answer
+            keys = [k.debt_calls(), k.debt_calls_at(), k.debtors(), *(key for key, *_ in swaps)]
+            values = [value for _, before, after, kind in swaps for value in (before or "", after, kind)]
+            result = await self._scripts.swap_once(keys=keys, args=[token, now_ms(), KEPT_MS, answer, *values])
+            if result[0] != "changed":
+                return result[1]
+        raise StateChanging(f"the claim checks and debts of project {k.project_id} kept changing")
+
+
+def _debt_swaps(k: ProjectKeys, debts: dict, texts: dict) -> list[tuple[str, str, str, str]]:
+    return [(k.debt(cur, user), texts.get((user, cur)), str(units) if units else "", "d")
+            for (user, cur), units in debts.items()]  # fmt: skip

@@ -271,6 +271,8 @@ class PayoutConfig(_Strict):
     # A closed claim check not claimed this long after closing expires (API.md §8); None: never.
     claim_check_expiry: Duration | None = None
     budgets: list[Budget] = Field([], max_length=MAX_LIMITS)
+    # API.md §9: whether GET /claimable-rewards (no key) may answer this project's users' claimable amounts.
+    public_claimable_rewards: bool = True
 
     @field_validator("caps")
     @classmethod

@@ -31,6 +31,19 @@ def guard(scope: str | None, operation: str | None = None) -> Callable:
     return dependency
 
 
+def per_address(operation: str) -> Callable:
+    """The limit of an operation answered without a key (API.md §9: GET /claimable-rewards), counted per client
+    address (behind a proxy, the address it forwards: uvicorn's FORWARDED_ALLOW_IPS names the proxies trusted)."""
+
+    async def dependency(request: Request) -> None:
+        address = request.client.host if request.client is not None else "unknown"
+        headers = await backends_of(request).limiter.hit(operation, f"address:{address}")
+        request.scope.setdefault("state", {})["extra_headers"] = headers
+
+    dependency.public = operation  # read by the OpenAPI document: 429, no key
+    return dependency
+
+
 MISSING_KEY = "Missing Authorization header: send 'Authorization: Bearer <API key>'"
 NOT_BEARER = "The Authorization header must be 'Bearer <API key>'"
 UNKNOWN_KEY = "Unknown or revoked API key"

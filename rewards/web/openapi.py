@@ -171,6 +171,15 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
             for status, response in responses.items():
                 if status.startswith("2"):
                     response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
+    if (public := _public_of(route.dependant)) is not None:
+        operation["security"] = []  # no key (API.md §9)
+        errors[429] = (
+            f"Too Many Requests: over this client address's limit ({DEFAULT_LIMITS[public]} unless the operator set "
+            "another); retry after Retry-After seconds"
+        )
+        for status, response in responses.items():
+            if status.startswith("2"):
+                response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
     if method in BODY_METHODS:
         errors[413] = "Payload Too Large: the body is over the service's size limit"
         errors[415] = "Unsupported Media Type: a body whose Content-Type is not application/json"
@@ -269,6 +278,15 @@ def example_in(schema: dict, schemas: dict) -> object:
         if (example := example_in(option, schemas)) is not NO_EXAMPLE:
             return example
     return NO_EXAMPLE
+
+
+def _public_of(dependant: Dependant) -> str | None:
+    """The operation limited per client address of a route answered without a key (rewards.web.auth.per_address)."""
+    for dependency in dependant.dependencies:
+        found = getattr(dependency.call, "public", None) or _public_of(dependency)
+        if found is not None:
+            return found
+    return None
 
 
 def _guard_of(dependant: Dependant) -> tuple[str | None, str | None] | None:

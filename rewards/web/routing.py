@@ -32,6 +32,8 @@ QUERY_ROUTES = (
     # A read done by POST (API.md §7, the published client's getClaimableChecks): the user's closed checks are listed
     # by the warehouse, their current states read from the state store, and signed.
     ("POST", "/api/v1/claim-checks/claim"),
+    # API.md §9: the public claimable rewards (no key).
+    ("GET", "/api/v1/claimable-rewards"),
     # The operator console: its page (served at the root, outside the API) and its reads.
     ("GET", "/console"),
     ("GET", "/api/v1/console"),

@@ -83,12 +83,15 @@ def test_authentication_is_checked_before_the_query(server):
 
 def test_every_operation_of_the_openapi_documents_is_401_without_a_key(server):
     """Nothing of a project is answered without a key: every operation of each service's own OpenAPI document (but
-    /health, which names no project), its path parameters filled in and a JSON body sent to writes, is a 401 before
-    anything else is read."""
-    operations = set()
+    /health, which names no project, and GET /claimable-rewards, API.md §9's one public read, which declares no
+    security), its path parameters filled in and a JSON body sent to writes, is a 401 before anything else is read."""
+    operations, public = set(), set()
     for base in set(server.urls.values()):
         document = httpx.get(f"{base}/openapi.json").json()
-        operations |= {(m.upper(), p) for p, methods in document["paths"].items() for m in methods if p != "/health"}
+        found = {(m.upper(), p): op for p, methods in document["paths"].items() for m, op in methods.items()}
+        public |= {key for key, operation in found.items() if operation.get("security") == []}
+        operations |= {key for key in found if key[1] != "/health"} - public
+    assert public == {("GET", "/api/v1/claimable-rewards")}
     assert len(operations) > 40 and all(path.startswith("/api/v1/") for _, path in operations)
     for method, path in sorted(operations):
         concrete = re.sub(r"\{[^}]+\}", "x", path)

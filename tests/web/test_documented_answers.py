@@ -168,7 +168,9 @@ READS = [
     ("/console/health", {}),
     ("/console/points", {}),
     ("/console/claim-checks", {}),
+    ("/console/integrity", {}),
     ("/projects/budgets", {}),
+    ("/claimable-rewards", typed(BOB)),
 ]
 TEMPLATES = {
     f"/payouts/totals/{ALICE}": "/payouts/totals/{user_identifier}",

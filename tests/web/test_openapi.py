@@ -40,6 +40,8 @@ SCOPED = {
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
     ("post", "/events/reversals"),
 }  # fmt: skip
+# answered without a key, limited per client address (API.md §9)
+PUBLIC = {("get", "/claimable-rewards")}
 # 403 for what the rules refuse (API.md §8: a code use by or of a blocklisted user)
 REFUSED = {("patch", "/referral_codes/{code}/use")}
 LIMITED = {
@@ -102,6 +104,9 @@ def test_bearer_auth_is_a_security_scheme_of_every_operation_with_the_scope_it_n
     assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
     for method, path, operation in OPERATIONS:
         key = (method, path)
+        if key in PUBLIC:
+            assert operation["security"] == [] and "**No key**" in operation["description"], key
+            continue
         if key in SENDS:
             scopes = ["SendTrackingEvent", "service_role"]
         elif key in READS_CODES:
@@ -206,7 +211,7 @@ def test_each_operation_documents_its_statuses_with_the_error_body(method, path,
     key = (method, path)
     responses = operation["responses"]
     errors = {int(status) for status in responses if int(status) >= 400}
-    expected = {401, 404}
+    expected = {429} if key in PUBLIC else {401, 404}
     expected |= {400} if operation.get("parameters") or key in WRITES else set()
     expected |= {414} if operation.get("parameters") else set()  # a request line past 64 KiB (rewards.web.protocol)
     expected |= {403} if key in SCOPED | PROJECT_CHECKED | REFUSED else set()
@@ -221,7 +226,7 @@ def test_each_operation_documents_its_statuses_with_the_error_body(method, path,
         assert content["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
         assert content["example"]["statusCode"] == status  # each status its own example, not the 400's
         assert responses[str(status)]["description"]
-    if key in LIMITED:
+    if key in LIMITED | PUBLIC:
         assert responses["429"]["headers"]["Retry-After"]["required"] is True
         success = next(response for status, response in responses.items() if status.startswith("2"))
         assert {"X-RateLimit-Limit", "X-RateLimit-Remaining"} <= set(success["headers"])

@@ -1,6 +1,7 @@
 """The ingest edge: events, referral codes, project configuration, blocklist and budgets, affiliate registration, claim
 check changes."""
 
+from ingest_api.acceptance.router import router as acceptance_router
 from ingest_api.affiliates.router import router as affiliates_router
 from ingest_api.blocklist.router import router as blocklist_router
 from ingest_api.budgets.router import router as budgets_router
@@ -20,5 +21,6 @@ ROUTERS = [
     budgets_router,
     affiliates_router,
     claim_checks_router,
+    acceptance_router,
     user_router,
 ]

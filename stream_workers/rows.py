@@ -118,6 +118,7 @@ def source_rows(
     payouts: list[Payout],
     created_at_ms: int,
     verdicts: list[Rejection | None] | None = None,
+    check_status: str = claim_checks.OPEN,
 ) -> SourceRows:
     """`payouts` of one source as rows; `verdicts`: each payout's rejection (rewards.domain.integrity.screen), or
     None when it is paid (no verdicts: every payout is). A payout keeps its index among all the source's payouts (its
@@ -131,8 +132,9 @@ def source_rows(
     for index, payout in paid:
         if isinstance(payout.currency, TokenCurrency):
             check = claim_checks.opened(
-                source.project_id, payout_id(source, index), source.source_id, payout, source.happened_at_ms
-            )
+                source.project_id, payout_id(source, index), source.source_id, payout, source.happened_at_ms,
+                check_status,
+            )  # fmt: skip
             checks.append((check, claim_check_row(source.project_id, check)))
     rejected_rows = payout_rows(source, [(i, p) for i, p, _ in rejected], created_at_ms, [v for _, _, v in rejected])
     return SourceRows(payout_rows(source, paid, created_at_ms), checks, rejected_rows)

@@ -38,10 +38,12 @@ class Writes:
         created_ms: int,
         verdicts: list[Rejection | None] | None,
         limits: Limits,
+        check_status: str = claim_checks.OPEN,
     ) -> None:
         """A record's payouts as rows, as if each were paid whole; those a cap or budget governs are tallied for the
-        allot step (`capped`), which cuts their rows if it must (`cut_payouts`)."""
-        self.add_payouts(source.project_id, rows.source_rows(source, payouts, created_ms, verdicts))
+        allot step (`capped`), which cuts their rows if it must (`cut_payouts`). `check_status`: of the claim checks
+        its token payouts open (pending_acceptance where the project requires acceptance)."""
+        self.add_payouts(source.project_id, rows.source_rows(source, payouts, created_ms, verdicts, check_status))
         if limits:
             self.capped[source.project_id].tally(payouts, verdicts, source.happened_at_ms, limits)
 

@@ -12,6 +12,7 @@ from query_api.claim_checks.schemas import (
     CheckTotals,
     ClaimableChecks,
     ClaimHistory,
+    PendingAcceptance,
     Reason,
     Status,
     UserChecks,
@@ -19,7 +20,7 @@ from query_api.claim_checks.schemas import (
     fold_totals,
 )
 from rewards.domain import claim_signing
-from rewards.domain.claim_checks import check_json, currency_json
+from rewards.domain.claim_checks import PENDING_ACCEPTANCE, check_json, currency_json
 from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import Principal
 from rewards.web.answers import ClaimForm
@@ -31,6 +32,7 @@ from rewards.web.openapi import request_body_doc, success
 from rewards.web.requests import PageParams, parse_user, request_fields
 
 router = APIRouter(prefix="/claim-checks", tags=["claim checks"])
+pending = APIRouter(prefix="/payouts/pending-acceptance", tags=["payouts"])
 
 HistoryReader = Annotated[Principal, Depends(guard(None, "claim_history"))]
 FormsReader = Annotated[Principal, Depends(guard(None, "claim_forms"))]
@@ -67,6 +69,20 @@ async def totals(
     rows = await service.totals(warehouse, principal.project_id, user, reason)
     owed = await service.debts(warehouse, principal.project_id, user)
     return {**fold_totals(rows, status), "debt": [{**currency_json(t.currency), "amount": str(t.amount)} for t in owed]}
+
+
+@pending.get("", responses=success(PendingAcceptance, "The user's token payouts waiting for its acceptance"))
+async def pending_acceptance(
+    principal: Caller,
+    warehouse: WarehouseDep,
+    user_identifier: str | None = None,
+    user_identifier_type: str | None = None,
+):
+    """The user's claim checks waiting for its acceptance (API.md §9, `require_acceptance`), newest first: POST
+    /payouts/pending-acceptance/accept with its signature opens them."""
+    user = parse_user(user_identifier, user_identifier_type)
+    checks = await service.user_checks(warehouse, principal.project_id, user, (PENDING_ACCEPTANCE,))
+    return {"pending": bool(checks), "payouts": [check_json(check) for check in checks]}
 
 
 @router.get("/rewards-payouts", responses=success(CheckPage, "A page of the project's claim checks"))

@@ -133,3 +133,10 @@ class ClaimCheckItem(Answer):
 
 class UserChecks(Answer):
     claim_checks: list[ClaimCheckItem] = Field(description="The user's checks, newest first (at most 1,000)")
+
+
+class PendingAcceptance(Answer):
+    pending: bool = text("Whether any of the user's token payouts waits for its acceptance", True)
+    payouts: list[ClaimCheckAnswer] = Field(
+        description="Its claim checks waiting (`pending_acceptance`), newest first: accepted, they are open"
+    )

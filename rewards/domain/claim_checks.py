@@ -16,6 +16,8 @@ from schemas.entities import CLAIM_CHECK
 from schemas.records import ClaimCheckRecord
 
 OPEN, CLOSED, CLAIMED, EXPIRED = "open", "closed", "claimed", "expired"
+# API.md §9: a check of a project that requires acceptance waits in this state until its user accepts it (then open).
+PENDING_ACCEPTANCE = "pending_acceptance"
 
 
 class ClaimCheckError(DomainError):
@@ -52,7 +54,10 @@ def check_id(project_id: str, payout_id: str) -> str:
     return f"cc_{digest[:32]}"
 
 
-def opened(project_id: str, payout_id: str, source_id: str, payout: Payout, created_ms: int) -> ClaimCheck:
+def opened(
+    project_id: str, payout_id: str, source_id: str, payout: Payout, created_ms: int, status: str = OPEN
+) -> ClaimCheck:
+    """A new check (`status`: open, or pending_acceptance in a project that requires acceptance)."""
     reason = "affiliate_payout" if payout.role == "affiliate" else "end_user_payout"
     return ClaimCheck(
         id=check_id(project_id, payout_id),
@@ -60,7 +65,7 @@ def opened(project_id: str, payout_id: str, source_id: str, payout: Payout, crea
         currency=payout.currency,
         amount=int(payout.amount),
         reason=reason,
-        status=OPEN,
+        status=status,
         hash=None,
         source_id=source_id,
         created_ms=created_ms,
@@ -74,10 +79,19 @@ def close(check: ClaimCheck, now_ms: int = 0, expiry_ms: int | None = None) -> C
     check again changes nothing; a claimed or expired one cannot close."""
     if check.status in (CLAIMED, EXPIRED):
         raise ClaimCheckConflict(f"claim check {check.id} is already {check.status}")
+    if check.status == PENDING_ACCEPTANCE:
+        raise ClaimCheckConflict(f"claim check {check.id} is not accepted by its user yet (API.md §9)")
     if check.status == CLOSED:
         return check
     expires_ms = None if expiry_ms is None else now_ms + expiry_ms
     return replace(check, status=CLOSED, version=check.version + 1, expires_ms=expires_ms)
+
+
+def accept(check: ClaimCheck) -> ClaimCheck:
+    """pending_acceptance → open; any other check is left as it is (accepted already, or never pending)."""
+    if check.status != PENDING_ACCEPTANCE:
+        return check
+    return replace(check, status=OPEN, version=check.version + 1)
 
 
 def expire(check: ClaimCheck, now_ms: int) -> ClaimCheck:

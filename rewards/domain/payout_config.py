@@ -273,6 +273,8 @@ class PayoutConfig(_Strict):
     budgets: list[Budget] = Field([], max_length=MAX_LIMITS)
     # API.md §9: whether GET /claimable-rewards (no key) may answer this project's users' claimable amounts.
     public_claimable_rewards: bool = True
+    # API.md §9: token payouts' claim checks wait as pending_acceptance until their user accepts them (EIP-191).
+    require_acceptance: bool = False
 
     @field_validator("caps")
     @classmethod

@@ -18,7 +18,7 @@ from decimal import ROUND_FLOOR, Decimal
 from typing import NamedTuple
 
 from rewards.domain.amounts import EXACT, POINT_PLACES, format_amount
-from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN, ClaimCheck
+from rewards.domain.claim_checks import CLAIMED, CLOSED, EXPIRED, OPEN, PENDING_ACCEPTANCE, ClaimCheck
 from rewards.domain.limits import LimitError, parse_amount
 from rewards.domain.payouts import User
 from schemas.records import ReversalRecord
@@ -174,7 +174,7 @@ class FromCheck(NamedTuple):
 
 def from_check(status: str, check_amount: int, owed: int) -> FromCheck:
     """Where a token payout's given-back units come from, by its claim check's state."""
-    if status == OPEN:
+    if status in (OPEN, PENDING_ACCEPTANCE):
         reduced = min(owed, check_amount)
         return FromCheck(reduced, owed - reduced)
     if status in (CLOSED, CLAIMED):

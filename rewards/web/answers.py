@@ -148,8 +148,9 @@ class ClaimCheckAnswer(Answer):
     currency_decimals: int = CheckCurrency.model_fields["currency_decimals"]
     amount: str = raw_amount("The amount")
     reason: Literal["affiliate_payout", "end_user_payout"] = text("Why it is owed", "affiliate_payout")
-    status: Literal["open", "closed", "claimed", "expired"] = text(
-        "`open` (accruing), `closed` (claimable), `claimed`, `expired` (closed, not claimed in time: API.md §8)",
+    status: Literal["open", "closed", "claimed", "expired", "pending_acceptance"] = text(
+        "`open` (accruing), `closed` (claimable), `claimed`, `expired` (closed, not claimed in time: API.md §8), "
+        "`pending_acceptance` (its user has not accepted it yet: API.md §9)",
         "closed",
     )
     hash: str | None = text("The claim's transaction hash (claimed checks)", None)

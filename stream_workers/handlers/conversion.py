@@ -4,6 +4,7 @@ configuration (the payout engine, rewards/domain/payouts.py), and counts in its 
 from rewards.adapters import dedup_archive
 from rewards.domain import integrity
 from rewards.domain import payouts as engine
+from rewards.domain.claim_checks import OPEN, PENDING_ACCEPTANCE
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import check_time_ms
 from rewards.domain.payouts import User
@@ -61,7 +62,8 @@ class Conversion(Handler):
         written = self.written_row(record)
         writes.rows["conversions"].append(conversion)
         writes.processed[record.project_id].append(record.dedup_id)
-        writes.add_source(source, payouts, created, verdicts, project.limits)
+        status = PENDING_ACCEPTANCE if project.rules.config.require_acceptance else OPEN
+        writes.add_source(source, payouts, created, verdicts, project.limits, status)
         writes.rows["affiliate_volumes"] += volume_rows
         writes.rows["dedup_ids"].append(written)
 

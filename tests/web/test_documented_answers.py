@@ -171,6 +171,7 @@ READS = [
     ("/console/integrity", {}),
     ("/projects/budgets", {}),
     ("/claimable-rewards", typed(BOB)),
+    ("/payouts/pending-acceptance", typed(BOB)),
 ]
 TEMPLATES = {
     f"/payouts/totals/{ALICE}": "/payouts/totals/{user_identifier}",

@@ -29,6 +29,7 @@ WRITES = {
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
+    ("post", "/payouts/pending-acceptance/accept"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -53,6 +54,7 @@ PUBLISHING = {
     ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"), ("post", "/claim-checks/close"),
     ("post", "/claim-checks/claims"), ("post", "/affiliates/{user_identifier}"),
     ("delete", "/referral_codes/{code}/referrals"), ("post", "/events/reversals"),
+    ("post", "/payouts/pending-acceptance/accept"),
 }  # fmt: skip
 # 403 when the optional `project_id` names another project than the key's (the client sends it)
 PROJECT_CHECKED = {("get", "/payouts"), ("get", "/payouts/movements")}

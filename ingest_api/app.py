@@ -3,6 +3,7 @@ check changes."""
 
 from ingest_api.acceptance.router import router as acceptance_router
 from ingest_api.affiliates.router import router as affiliates_router
+from ingest_api.approvals.router import router as approvals_router
 from ingest_api.blocklist.router import router as blocklist_router
 from ingest_api.budgets.router import router as budgets_router
 from ingest_api.claim_checks.router import router as claim_checks_router
@@ -22,5 +23,6 @@ ROUTERS = [
     affiliates_router,
     claim_checks_router,
     acceptance_router,
+    approvals_router,
     user_router,
 ]

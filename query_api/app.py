@@ -2,6 +2,7 @@
 
 from query_api.affiliate_portal.router import router as affiliate_portal_router
 from query_api.affiliates.router import router as affiliates_router
+from query_api.approvals.router import router as approvals_router
 from query_api.claim_checks.router import pending as pending_acceptance_router
 from query_api.claim_checks.router import router as claim_checks_router
 from query_api.claimable.router import router as claimable_router
@@ -23,6 +24,7 @@ ROUTERS = [
     affiliate_portal_router,
     claim_checks_router,
     pending_acceptance_router,
+    approvals_router,
     claimable_router,
     console_router,
     console_pages,

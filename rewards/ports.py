@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore.
+  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore, ApprovalStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -374,6 +374,20 @@ class ReversalStore(Protocol):
         `reversed` or `partially_reversed` once the figures show it."""
 
 
+class ApprovalStore(Protocol):
+    """Payouts held for an operator's decision (API.md §9), each decided once: a decided payout stays known as such
+    (35 days), so a delivery processed again never holds it again."""
+
+    async def hold_payouts(self, project_id: str, held: Sequence[dict]) -> None:
+        """Hold payouts (their pending_payouts rows, by `payout_id`); one held or decided already is left as it is."""
+
+    def decide_payouts(
+        self, project_id: str, payout_ids: Sequence[str], decision: str, reason: str | None, decided_at_ms: int
+    ) -> AbstractAsyncContextManager[Change[int]]:
+        """Decide each of `payout_ids` (approved or rejected), all or none: NotPending names the first that is not
+        held (unknown, or decided already). The block sees how many (value) and their PayoutDecisionRecords."""
+
+
 class StateStore(
     ProjectStore,
     AffiliateStore,
@@ -384,6 +398,7 @@ class StateStore(
     IntegrityStore,
     AllotmentStore,
     ReversalStore,
+    ApprovalStore,
     Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""

@@ -312,6 +312,25 @@ REVERSAL = Entity(
     ),
 )
 
+# An operator's decision on a payout held for approval (API.md §9): `payout` is the payout as its event paid it (its
+# payouts row), which the workers then pay (approved) or refuse (rejected, `rejected_by_operator`).
+PAYOUT_DECISION = Entity(
+    "payout_decision",
+    "PayoutDecisionRecord",
+    table="payout_decisions",
+    doc="An operator's decision on a payout held for approval (API.md §9): approved (then paid) or rejected.",
+    fields=(
+        PROJECT_ID,
+        Field("id", str),  # the decision's own id
+        Field("payout_id", str),
+        Field("decision", str, LOW_CARDINALITY),  # approved | rejected
+        optional_text("reason"),
+        time_ms("decided_at_ms", "decided_at"),
+        document("payout"),
+    ),
+)
+
 ENTITIES = (
-    CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK, TRACKING_EVENT, REFERRAL_REMOVAL, REVERSAL
+    CONVERSION, CODE_USE, CODES_CREATED, AFFILIATE, CLAIM_CHECK, TRACKING_EVENT, REFERRAL_REMOVAL, REVERSAL,
+    PAYOUT_DECISION,
 )  # fmt: skip

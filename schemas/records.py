@@ -17,6 +17,7 @@ from schemas.entities import (
     CODE_USE,
     CODES_CREATED,
     CONVERSION,
+    PAYOUT_DECISION,
     REFERRAL_REMOVAL,
     REVERSAL,
     TRACKING_EVENT,
@@ -42,6 +43,7 @@ ClaimCheckRecord = _record_model(CLAIM_CHECK)
 TrackingEventRecord = _record_model(TRACKING_EVENT)
 ReferralRemovedRecord = _record_model(REFERRAL_REMOVAL)
 ReversalRecord = _record_model(REVERSAL)
+PayoutDecisionRecord = _record_model(PAYOUT_DECISION)
 
 
 AnyRecord = (
@@ -53,6 +55,7 @@ AnyRecord = (
     | TrackingEventRecord
     | ReferralRemovedRecord
     | ReversalRecord
+    | PayoutDecisionRecord
 )
 Record = Annotated[AnyRecord, Field(discriminator="type")]
 _records = TypeAdapter(list[Record])

@@ -16,11 +16,8 @@ Reversals' state changes happen here too, each once per delivery token (API.md Â
 budgets first (room for what follows), their token parts out of open claim checks or owed, and, last, every new
 check settles its recipient's debt in its currency first."""
 
-import calendar
-import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from functools import lru_cache
 
 from rewards.domain.allotment import (
     END_USER,
@@ -69,6 +66,8 @@ async def allot(
         if parts:
             await _take_back(writes, project_id, parts, state, token)
     writes.take_backs.clear()
+    for project_id, held in writes.held.items():  # before the write: listed (written) only once held
+        await state.hold_payouts(project_id, held)
     # Last, the new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts
     # now: a delivery processed again after a crash gets the answer it got, kept under its token).
     for project_id, checks in writes.new_checks.items():
@@ -115,7 +114,7 @@ async def _allot_project(
         if (verdict := left.get(key)) == EXHAUSTED:
             cuts[place] = _NOTHING
         elif verdict == ONE_BY_ONE:
-            asks.append(Ask(row["payout_id"], *key, units, _ms(row["happened_at"])))
+            asks.append(Ask(row["payout_id"], *key, units, rows.ms_of(row["happened_at"])))
             places.append(place)
     for n, start in enumerate(range(0, len(asks), CHUNK)):
         chunk = asks[start : start + CHUNK]
@@ -130,20 +129,13 @@ def _governed_rows(writes: Writes, project_id: str, limits: Limits):
     """The project's paid rows that a cap or budget governs, in order: (place, row, tally key, units). As
     capped.Pending.tally counts them, read back from the rows."""
     for place, row in enumerate(writes.rows["payouts"]):
-        if row["project_id"] != project_id or row["amount"] == "0":
-            continue
+        if row["project_id"] != project_id or row["amount"] == "0" or row.get("reversal"):
+            continue  # (a reversing movement is given back, not granted: stream_workers/handlers/payout_decision.py)
         if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
             continue
         side = REFERRER if row["role"] == "affiliate" else END_USER
         user = User(row["recipient_identifier"], row["recipient_identifier_type"])
         yield place, row, (user, side, currency), to_units(Decimal(row["amount"]), currency)
-
-
-@lru_cache(maxsize=4096)
-def _ms(text: str) -> int:
-    """A row's time (schemas.clickhouse.values.ch_datetime) back in ms, exactly."""
-    second, millis = text.split(".")
-    return calendar.timegm(time.strptime(second, "%Y-%m-%d %H:%M:%S")) * 1000 + int(millis)
 
 
 class _Seeds:

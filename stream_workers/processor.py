@@ -33,7 +33,7 @@ DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside a
 TABLES = (
     "conversions", "payouts", "rejected_payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates",
     "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "debts",
-    "dead_letters", "dedup_ids",
+    "pending_payouts", "payout_decisions", "dead_letters", "dedup_ids",
 )  # fmt: skip
 DEFAULT_WINDOW_S = 35 * 86400.0
 

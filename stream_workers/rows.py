@@ -4,13 +4,17 @@ shares (payouts, claim checks, dead letters).
 A record's own row is derived from its entity's declaration (schemas/entities.py) by `row_of`; each record type's
 handler (stream_workers/handlers/) holds its own."""
 
+import calendar
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import orjson
 
 from rewards.domain import claim_checks
 from rewards.domain.amounts import format_amount, to_points
+from rewards.domain.approvals import HELD
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.figure_currency import counted
 from rewards.domain.integrity import Rejection
@@ -52,6 +56,13 @@ def row_of(entity: Entity, name: str) -> Callable:
     each = [field.name for field in entity.stored if field.kind == EACH]
     expression = f"[{row} for item in record.{each[0]}]" if each else row
     return compiled(f"{name}(record)", expression, {"ch_datetime": ch_datetime, "dumps": orjson.dumps})
+
+
+@lru_cache(maxsize=4096)
+def ms_of(text: str) -> int:
+    """A row's time (schemas.clickhouse.values.ch_datetime) back in ms, exactly."""
+    second, millis = text.split(".")
+    return calendar.timegm(time.strptime(second, "%Y-%m-%d %H:%M:%S")) * 1000 + int(millis)
 
 
 def counted_columns(args: object, currency: VolumeCurrency) -> dict:
@@ -111,6 +122,7 @@ class SourceRows:
     paid: list[dict]
     checks: list[tuple[ClaimCheck, dict]]
     rejected: list[dict]
+    held: list[dict] = field(default_factory=list)  # held for an operator's approval (API.md §9): pending_payouts rows
 
 
 def source_rows(
@@ -123,11 +135,13 @@ def source_rows(
     """`payouts` of one source as rows; `verdicts`: each payout's rejection (rewards.domain.integrity.screen), or
     None when it is paid (no verdicts: every payout is). A payout keeps its index among all the source's payouts (its
     id), whether paid or rejected (or cut by caps and budgets: stream_workers.writes.Writes.cut_payouts)."""
+    held: list[tuple[int, Payout]] = []
     if verdicts is None or not any(verdicts):
         paid, rejected = list(enumerate(payouts)), []
     else:
         paid = [(i, p) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is None]
-        rejected = [(i, p, v) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v is not None]
+        held = [(i, p) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v == HELD]
+        rejected = [(i, p, v) for i, (p, v) in enumerate(zip(payouts, verdicts, strict=True)) if v not in (None, HELD)]
     checks = []
     for index, payout in paid:
         if isinstance(payout.currency, TokenCurrency):
@@ -137,7 +151,8 @@ def source_rows(
             )  # fmt: skip
             checks.append((check, claim_check_row(source.project_id, check)))
     rejected_rows = payout_rows(source, [(i, p) for i, p, _ in rejected], created_at_ms, [v for _, _, v in rejected])
-    return SourceRows(payout_rows(source, paid, created_at_ms), checks, rejected_rows)
+    held_rows = [{**row, "status": "pending", "version": 1} for row in payout_rows(source, held, created_at_ms)]
+    return SourceRows(payout_rows(source, paid, created_at_ms), checks, rejected_rows, held_rows)
 
 
 _POINT_COLUMNS = {"currency": "point", "currency_chain_id": 0, "currency_name": "", "currency_decimals": 0}

@@ -27,6 +27,8 @@ class Writes:
     reversed: dict[str, dict[str, Decimal]] = field(default_factory=lambda: defaultdict(dict))  # event → share written
     # What reversals give back to caps and budgets, per project: one tally per user, side and currency (API.md §9).
     given_back: dict[str, dict[tuple, Tally]] = field(default_factory=lambda: defaultdict(dict))
+    # Payouts held for an operator's approval, per project (their pending_payouts rows): the state store holds them.
+    held: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     # Reversals' token parts, per project: each with its reversing row (the claim check and the debt they touch).
     take_backs: dict[str, list[tuple[TakeBack, dict]]] = field(default_factory=lambda: defaultdict(list))
     payouts: int = 0
@@ -52,6 +54,9 @@ class Writes:
         those rejected."""
         self.rows["payouts"] += source.paid
         self.rows["rejected_payouts"] += source.rejected
+        if source.held:
+            self.rows["pending_payouts"] += source.held
+            self.held[project_id] += source.held
         self.payouts += len(source.paid)
         for check, check_row in source.checks:
             self.rows["claim_checks"].append(check_row)

@@ -251,6 +251,17 @@ class Budget(_Limit):
     """The most the project pays in a currency, all time (API.md §8)."""
 
 
+class Approval(_Strict):
+    """API.md §9's Pending Approval mode: a payout in one of `currencies` whose amount exceeds `above` (absent: every
+    one) waits for an operator's decision."""
+
+    currencies: list[LimitCurrency] = Field(min_length=1, max_length=MAX_LIMITS)
+    above: Amount | None = None
+
+    def holds(self, currency: str, amount) -> bool:
+        return currency in self.currencies and (self.above is None or amount > self.above)
+
+
 class PayoutConfig(_Strict):
     default_tier: str | None = None
     tiers: list[Tier] = []
@@ -275,6 +286,8 @@ class PayoutConfig(_Strict):
     public_claimable_rewards: bool = True
     # API.md §9: token payouts' claim checks wait as pending_acceptance until their user accepts them (EIP-191).
     require_acceptance: bool = False
+    # API.md §9: payouts that wait for an operator's approval (None: none does).
+    approval: Approval | None = None
 
     @field_validator("caps")
     @classmethod

@@ -4,6 +4,7 @@ what it leaves when set aside. HANDLERS is the table the worker dispatches on (p
 from stream_workers.handlers.base import Handler
 from stream_workers.handlers.code_use import CodeUse
 from stream_workers.handlers.conversion import Conversion
+from stream_workers.handlers.payout_decision import PayoutDecision
 from stream_workers.handlers.referral_removal import ReferralRemoved
 from stream_workers.handlers.reversal import Reversal
 from stream_workers.handlers.stored import Affiliate, ClaimCheck, CodesCreated, TrackingEvent
@@ -20,6 +21,7 @@ HANDLERS: dict[type, Handler] = {
         ClaimCheck(),
         TrackingEvent(),
         Reversal(),
+        PayoutDecision(),
         Undecodable(),
     )
 }

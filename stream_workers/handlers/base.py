@@ -46,6 +46,8 @@ class Project:
     # The reversals' (handlers/reversal.py): what each reversed event paid, by dedup_id, and the events set aside.
     reversing: dict = field(default_factory=dict)
     set_aside_events: set[str] = field(default_factory=set)
+    # The decisions' (handlers/payout_decision.py): the reversed share of each approved payout's event.
+    reversed_before_approval: dict[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import structlog
 from rewards.adapters import dedup_archive
 from rewards.domain import integrity
 from rewards.domain import payouts as engine
+from rewards.domain.approvals import held
 from rewards.domain.payouts import User
 from rewards.ports import StateStore, Warehouse
 from schemas.clickhouse.values import param_chunks, param_cost
@@ -53,6 +54,7 @@ class CodeUse(Handler):
         # The edge refuses uses by or of a blocklisted user (403); one blocked since is refused here (API.md §8).
         same = integrity.self_referrers(referred, [owner], project.tracking)
         verdicts = integrity.screen(payouts, referred, project.blocklisted, same) if payouts else None
+        verdicts = held(payouts, verdicts, project.rules.config.approval)
         referral = referral_row(record)
         written = self.written_row(record)
         _count_use(record, referred, project.referrals)  # last: it counts the use in

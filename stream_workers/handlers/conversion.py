@@ -4,6 +4,7 @@ configuration (the payout engine, rewards/domain/payouts.py), and counts in its 
 from rewards.adapters import dedup_archive
 from rewards.domain import integrity
 from rewards.domain import payouts as engine
+from rewards.domain.approvals import held
 from rewards.domain.claim_checks import OPEN, PENDING_ACCEPTANCE
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import check_time_ms
@@ -57,7 +58,7 @@ class Conversion(Handler):
         code = project.codes.get(user, "")
         source = rows.PayoutSource(record.project_id, record.dedup_id, "conversion", record.timestamp_ms, code)
         payouts, volumes = _effects(record, user, project)
-        verdicts = _verdicts(payouts, user, project)
+        verdicts = held(payouts, _verdicts(payouts, user, project), project.rules.config.approval)
         volume_rows = rows.volume_rows(source, volumes)
         written = self.written_row(record)
         writes.rows["conversions"].append(conversion)

@@ -107,7 +107,7 @@ class Reversal(Handler):
         reversing = found[0][1] if found else []
         if project.limits and reversing:
             at_ms = int(paid.conversion["timestamp_ms"])
-            _give_back(reversing, at_ms, project.limits, writes.given_back[record.project_id])
+            give_back_rows(reversing, at_ms, project.limits, writes.given_back[record.project_id])
         writes.take_backs[record.project_id] += _token_parts(record.project_id, reversing)
         writes.rows["dedup_ids"].append(self.written_row(record))
         marked = writes.reversed[record.project_id]
@@ -126,7 +126,7 @@ def _token_parts(project_id: str, reversing: list[dict]) -> list[tuple[TakeBack,
     return parts
 
 
-def _give_back(reversing: list[dict], at_ms: int, limits: Limits, tallies: dict[tuple, Tally]) -> None:
+def give_back_rows(reversing: list[dict], at_ms: int, limits: Limits, tallies: dict[tuple, Tally]) -> None:
     """The units of an event's reversing payout rows that a cap or budget governs, tallied per user, side and
     currency at the event's time `at_ms` (as they were counted: stream_workers.capped)."""
     for row in reversing:

@@ -207,6 +207,13 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert (await store.take_back(project, "delivery-9:take_back", owed))[1] == [5]
         assert await store.has_debts(project)
         assert await store.settle_debts(project, "delivery-10:settle", [Owed(user(1), "0xusdc", 7)]) == [5]
+        held = [{"payout_id": "conversion:s-1:9", "amount": "1"}, {"payout_id": "conversion:s-1:8", "amount": "2"}]
+        await store.hold_payouts(project, held)  # ApprovalStore
+        with pytest.raises(Boom):
+            async with store.decide_payouts(project, ["conversion:s-1:9"], "approved", None, now_ms()):
+                raise Boom
+        async with store.decide_payouts(project, ["conversion:s-1:9", "conversion:s-1:8"], "rejected", "x", now_ms()):
+            pass
 
         a, b = check(project, 1, user(1)), check(project, 2, user(1))
         await store.register_claim_checks(project, [a, b])

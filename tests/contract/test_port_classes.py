@@ -6,6 +6,7 @@ import pytest
 from rewards.adapters.embedded import sqlite_state
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
 from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
+from rewards.adapters.embedded.sqlite_state.approvals import SqliteApprovalStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
@@ -16,6 +17,7 @@ from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
 from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
 from rewards.adapters.production.redis_state.allotment import RedisAllotmentStore
+from rewards.adapters.production.redis_state.approvals import RedisApprovalStore
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
 from rewards.adapters.production.redis_state.ingest import RedisIngestStore
 from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
@@ -26,6 +28,7 @@ from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
 from rewards.ports import (
     AffiliateStore,
     AllotmentStore,
+    ApprovalStore,
     ClaimCheckStore,
     IngestStore,
     IntegrityStore,
@@ -38,15 +41,15 @@ from tests.contract.support import assert_implements
 
 PORTS = [
     ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore,
-    AllotmentStore, ReversalStore,
+    AllotmentStore, ReversalStore, ApprovalStore,
 ]  # fmt: skip
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
                                     SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore,
-                                    SqliteAllotmentStore, SqliteReversalStore],
+                                    SqliteAllotmentStore, SqliteReversalStore, SqliteApprovalStore],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
                                   RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore,
-                                  RedisReversalStore],
+                                  RedisReversalStore, RedisApprovalStore],
 }  # fmt: skip
 
 

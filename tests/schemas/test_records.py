@@ -121,6 +121,10 @@ PUBLISHED = {
         "type?: Literal['reversal']", "project_id: str", "id: str", "dedup_id: str", "reason: str", "fraction: str",
         "reversed_before: str", "reversed_after: str", "reversed_at_ms: int",
     ],
+    "PayoutDecisionRecord": [
+        "type?: Literal['payout_decision']", "project_id: str", "id: str", "payout_id: str", "decision: str",
+        "reason?: str | None", "decided_at_ms: int", "payout?: dict",
+    ],
 }  # fmt: skip
 
 

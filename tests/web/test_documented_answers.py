@@ -172,6 +172,7 @@ READS = [
     ("/projects/budgets", {}),
     ("/claimable-rewards", typed(BOB)),
     ("/payouts/pending-acceptance", typed(BOB)),
+    ("/payouts/pending-approval", {}),
 ]
 TEMPLATES = {
     f"/payouts/totals/{ALICE}": "/payouts/totals/{user_identifier}",

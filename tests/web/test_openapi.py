@@ -29,7 +29,8 @@ WRITES = {
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
-    ("post", "/payouts/pending-acceptance/accept"),
+    ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
+    ("post", "/payouts/pending-approval/reject"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -39,7 +40,8 @@ SCOPED = {
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("delete", "/referral_codes/{code}/referrals"), ("put", "/projects/blocklist/{user_identifier}"),
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
-    ("post", "/events/reversals"),
+    ("post", "/events/reversals"), ("post", "/payouts/pending-approval/approve"),
+    ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"),
 }  # fmt: skip
 # answered without a key, limited per client address (API.md §9)
 PUBLIC = {("get", "/claimable-rewards")}
@@ -54,7 +56,8 @@ PUBLISHING = {
     ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"), ("post", "/claim-checks/close"),
     ("post", "/claim-checks/claims"), ("post", "/affiliates/{user_identifier}"),
     ("delete", "/referral_codes/{code}/referrals"), ("post", "/events/reversals"),
-    ("post", "/payouts/pending-acceptance/accept"),
+    ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
+    ("post", "/payouts/pending-approval/reject"),
 }  # fmt: skip
 # 403 when the optional `project_id` names another project than the key's (the client sends it)
 PROJECT_CHECKED = {("get", "/payouts"), ("get", "/payouts/movements")}
@@ -62,6 +65,7 @@ CONFLICTING = {
     ("post", "/events/batch"), ("post", "/events"), ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("put", "/projects/config"), ("post", "/events/reversals"),
+    ("post", "/payouts/pending-approval/approve"), ("post", "/payouts/pending-approval/reject"),
 }  # fmt: skip
 OPERATIONS = sorted(
     (method, path.removeprefix("/api/v1"), operation)

@@ -111,6 +111,12 @@ CREATE TABLE IF NOT EXISTS debt_calls (
     project_id TEXT NOT NULL, token TEXT NOT NULL, answer TEXT NOT NULL, created_ms INTEGER NOT NULL,
     PRIMARY KEY (project_id, token)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS debt_calls_by_time ON debt_calls (created_ms);
+-- Payouts held for an operator's decision (API.md §9): the payouts row (JSON) of each, and when it was decided (NULL:
+-- still held); a decided one is kept 35 days, so that a delivery processed again never holds it again.
+CREATE TABLE IF NOT EXISTS held_payouts (
+    project_id TEXT NOT NULL, payout_id TEXT NOT NULL, row TEXT NOT NULL, decided_ms INTEGER,
+    PRIMARY KEY (project_id, payout_id));
+CREATE INDEX IF NOT EXISTS held_payouts_by_decision ON held_payouts (decided_ms) WHERE decided_ms IS NOT NULL;
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

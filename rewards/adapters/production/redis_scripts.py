@@ -97,6 +97,9 @@ class Scripts:
     mark_reversed: AsyncScript
     give_back: AsyncScript
     swap_once: AsyncScript
+    hold_payouts: AsyncScript
+    decide_payouts: AsyncScript
+    undo_decide_payouts: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

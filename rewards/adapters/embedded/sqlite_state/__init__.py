@@ -1,9 +1,10 @@
 """StateStore on SQLite: the embedded stand-in for Redis, a class for each port (projects.py, affiliates.py,
-referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py, reversals.py) over a shared base
-(base.py: the database); SqliteStateStore is all of them on one database."""
+referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py, reversals.py, approvals.py) over
+a shared base (base.py: the database); SqliteStateStore is all of them on one database."""
 
 from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateStore
 from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
+from rewards.adapters.embedded.sqlite_state.approvals import SqliteApprovalStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
@@ -25,8 +26,9 @@ class SqliteStateStore(
     SqliteIntegrityStore,
     SqliteAllotmentStore,
     SqliteReversalStore,
+    SqliteApprovalStore,
 ):
     """The reference adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore and ReversalStore, each
-    a class of this package, sharing one database. Its constructor is SqliteIngestStore's (the one port with settings:
-    the dedup and Idempotency-Key windows)."""
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore and
+    ApprovalStore, each a class of this package, sharing one database. Its constructor is SqliteIngestStore's (the one
+    port with settings: the dedup and Idempotency-Key windows)."""

@@ -1,7 +1,7 @@
 """StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role, a class for each port
 (projects.py, affiliates.py, referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py,
-reversals.py) over a shared base (base.py: the client, its scripts, the outbox); RedisStateStore is all of them on one
-client.
+reversals.py, approvals.py) over a shared base (base.py: the client, its scripts, the outbox); RedisStateStore is all
+of them on one client.
 
 Behaves as SqliteStateStore (the reference), with one difference in shape: a SQLite transaction can
 stay open while the block publishes, a Redis change cannot. So each context manager applies its
@@ -20,6 +20,7 @@ from redis.backoff import NoBackoff
 from rewards.adapters.production.redis_client import open_redis
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
 from rewards.adapters.production.redis_state.allotment import RedisAllotmentStore
+from rewards.adapters.production.redis_state.approvals import RedisApprovalStore
 from rewards.adapters.production.redis_state.base import StateChanging
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
 from rewards.adapters.production.redis_state.ingest import BatchInFlight, RedisIngestStore
@@ -44,10 +45,11 @@ class RedisStateStore(
     RedisIntegrityStore,
     RedisAllotmentStore,
     RedisReversalStore,
+    RedisApprovalStore,
 ):
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore and ReversalStore, each
-    a class of this package, sharing one client.
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore and
+    ApprovalStore, each a class of this package, sharing one client.
     Its constructor is RedisIngestStore's (the one port with settings: the dedup windows and archive)."""
 
 

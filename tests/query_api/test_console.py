@@ -467,3 +467,21 @@ def test_budgets_show_what_remains_on_the_payouts_page(console, shop):
     console.show("payouts")
     console.shown("#budgets tbody tr", "points\t25\t25\t0\t0")
     console.shown("#rejected-totals tbody tr", "budget_exhausted\tpoints\t1\t5")
+
+
+def test_pending_approvals_and_reversals_show_on_the_payouts_page(console, shop):
+    """API.md §9 in the console: a payout held for approval, with who would earn what; what a reversal took back."""
+    held = {**CONFIG, "approval": {"currencies": ["point"], "above": "5"}}
+    assert shop.http.put("/projects/config", json=held).status_code == 200
+    shop.send(purchase("held-1", 5, "100"))  # its end-user reward of 10 is held
+    assert shop.http.put("/projects/config", json=CONFIG).status_code == 200
+    shop.send(purchase("refund-1", 6, "100"))
+    reversal = {"reversals": [{"dedup_id": "refund-1", "reason": "refund"}]}
+    assert shop.http.post("/events/reversals", json=reversal).json() == {"reversed": 1}
+    eventually(lambda: _equal(shop.ok("GET", "/events/status", params={"dedup_id": "refund-1"})["status"], "reversed"))
+    console.sign_in(shop.service_key)
+    console.show("payouts")
+    eventually(lambda: _equal(console.column("#approvals", 4), ["10 points"]))
+    assert console.column("#approvals", 3) == ["end_user_reward"]
+    eventually(lambda: _equal(console.column("#reversals-latest", 2), ["refund-1"]))
+    assert console.column("#reversals-latest", 5) == ["whole"]

@@ -230,13 +230,15 @@
 
   // What the rules refused, the budgets and the blocklist (read-only; a key without service_role sees their 403).
   async function showIntegrity() {
-    const [integrity, budgets, blocklist] = await Promise.all([
+    const [integrity, budgets, blocklist, approvals] = await Promise.all([
       api("/console/integrity", { limit: 10 }),
       api("/projects/budgets"),
       api("/projects/blocklist", { page_size: 25 }),
+      api("/payouts/pending-approval", { page_size: 10 }),
     ]);
     const currency = (c) => (c === "point" ? "points" : shortText(c, 10));
     showBudgets(budgets, currency);
+    showApprovals(approvals, currency);
     if (integrity.ok) {
       fillRows(
         $("#rejected-totals"),
@@ -283,6 +285,26 @@
         cell(`${b.user_identifier_type}:${shortText(b.user_identifier, 10)}`), cell(b.reason || "–"), cell(when(b.created_at)),
       ]),
       "No user blocked"
+    );
+  }
+
+  // The payouts held for approval, newest first (service_role: another key sees the 403's message).
+  function showApprovals(approvals, currency) {
+    const error = $("#approvals-error");
+    error.hidden = approvals.ok;
+    if (!approvals.ok) {
+      error.textContent = messageOf(approvals);
+      fillRows($("#approvals"), [], "–");
+      return;
+    }
+    fillRows(
+      $("#approvals"),
+      approvals.body.results.map((p) => [
+        cell(when(p.happened_at)), cell(shortText(p.user_identifier, 10)),
+        cell(p.level ? `${p.kind} (level ${p.level})` : p.kind), cell(`${grouped(p.amount)} ${currency(p.currency)}`, "num"),
+        cell(shortText(p.id, 28)),
+      ]),
+      "No payout waits for approval"
     );
   }
 

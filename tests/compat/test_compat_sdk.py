@@ -317,7 +317,7 @@ def test_claim_checks_history_and_totals_through_the_client(shop):
     assert [t["amount"] for t in totals["claimed"]] == ["15000000"]
     assert [t["amount"] for t in totals["unclaimed"]] == ["15000000"]
     assert totals["claimed"][0]["currency_address"] == TOKEN["address"]
-    assert ok(empty) == {"claimed": [], "unclaimed": []}
+    assert ok(empty) == {"claimed": [], "unclaimed": [], "debt": []}  # (debt: API.md §9; the client passes it on)
 
 
 # -- tracking events (API.md §7): sendPageview, identifyUser, sendEvent ----------------------------------------------

@@ -7,7 +7,8 @@ then photographs each page of the console in Debian's Chromium, as tests/query_a
 console-signin.png, console-health.png, console-payouts.png, console-affiliates.png, console-affiliate.png and
 console-claims.png, each also 390 px wide (a phone: console-*-390.png); the front page (landing.png, landing-390.png)
 and /docs with the summary tried out (docs-try-it-out.png). The project ends with a blocklisted referrer, budgets in
-points and USDC, and a monthly end-user cap that cut the last purchase's reward."""
+points and USDC, a monthly end-user cap that cut a purchase's reward, a refund of half an order, and a reward held for
+approval."""
 
 import shutil
 import sys
@@ -75,6 +76,13 @@ def seed(shop: Shop) -> None:
     }
     shop.ok("PUT", "/projects/config", json={**CONFIG, **limits})
     shop.send(purchase("order-after-cap", BUYERS[2], "80"))
+    # A refund and a payout held for approval (API.md §9): the payouts page shows what the refund took back, and the
+    # reward that waits for an operator's decision.
+    shop.ok("POST", "/events/reversals", json={"reversals": [{"dedup_id": "order-after-block", "reason": "refund",
+                                                               "fraction": "0.5"}]})  # fmt: skip
+    held = {"approval": {"currencies": ["point"], "above": "2"}}
+    shop.ok("PUT", "/projects/config", json={**CONFIG, **limits, **held})
+    shop.send(purchase("order-held", BUYERS[3], "200"))
 
 
 def _ok(status: int) -> None:

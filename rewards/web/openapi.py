@@ -168,18 +168,14 @@ def _document_operation(operation: dict, route, method: str, schemas: dict) -> N
                 f"Too Many Requests: over this key's limit for the operation ({DEFAULT_LIMITS[limited]} unless "
                 "the operator set another); retry after Retry-After seconds"
             )
-            for status, response in responses.items():
-                if status.startswith("2"):
-                    response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
+            _rate_headers(responses)
     if (public := _public_of(route.dependant)) is not None:
         operation["security"] = []  # no key (API.md §9)
         errors[429] = (
             f"Too Many Requests: over this client address's limit ({DEFAULT_LIMITS[public]} unless the operator set "
             "another); retry after Retry-After seconds"
         )
-        for status, response in responses.items():
-            if status.startswith("2"):
-                response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
+        _rate_headers(responses)
     if method in BODY_METHODS:
         errors[413] = "Payload Too Large: the body is over the service's size limit"
         errors[415] = "Unsupported Media Type: a body whose Content-Type is not application/json"
@@ -278,6 +274,13 @@ def example_in(schema: dict, schemas: dict) -> object:
         if (example := example_in(option, schemas)) is not NO_EXAMPLE:
             return example
     return NO_EXAMPLE
+
+
+def _rate_headers(responses: dict) -> None:
+    """The success answers of a limited operation carry X-RateLimit-Limit and X-RateLimit-Remaining."""
+    for status, response in responses.items():
+        if status.startswith("2"):
+            response["headers"] = {name: {**header, "required": True} for name, header in RATE_HEADERS.items()}
 
 
 def _public_of(dependant: Dependant) -> str | None:

@@ -203,22 +203,9 @@ class SqliteAllotmentStore(SqliteStateBase):
         now = now_ms()
 
         def release(c: sqlite3.Connection) -> bool:
-            c.execute("DELETE FROM allot_released WHERE created_ms <= ?", (now - RELEASES_KEPT_MS,))
-            added = c.execute(
-                "INSERT OR IGNORE INTO allot_released (project_id, check_id, created_ms) VALUES (?, ?, ?)",
-                (project_id, check_id, now),
-            )
-            if added.rowcount != 1:
+            if not _first_time(c, project_id, check_id, now):
                 return False
-            key = f"paid|{currency}"
-            row = c.execute(
-                "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (project_id, key)
-            ).fetchone()
-            if row is not None:
-                c.execute(
-                    "UPDATE allot_counters SET units = ? WHERE project_id = ? AND key = ?",
-                    (str(max(int(row[0]) - units, 0)), project_id, key),
-                )
+            _lower(c, project_id, f"paid|{currency}", units)
             return True
 
         return await self._db.run(release)
@@ -227,24 +214,12 @@ class SqliteAllotmentStore(SqliteStateBase):
         now = now_ms()
 
         def give(c: sqlite3.Connection) -> bool:
-            c.execute("DELETE FROM allot_released WHERE created_ms <= ?", (now - RELEASES_KEPT_MS,))
-            added = c.execute(
-                "INSERT OR IGNORE INTO allot_released (project_id, check_id, created_ms) VALUES (?, ?, ?)",
-                (project_id, token, now),
-            )
-            if added.rowcount != 1:
+            if not _first_time(c, project_id, token, now):
                 return False
             for back in allotment.given_back(tallies, limits):
                 key = f"paid|{back.currency}" if back.user is None else (
                     f"{back.counter.replace(':', '|')}|{_who(back.side, back.currency, back.user)}")  # fmt: skip
-                row = c.execute(
-                    "SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (project_id, key)
-                ).fetchone()
-                if row is not None:  # (units as text: they outgrow 64 bits)
-                    c.execute(
-                        "UPDATE allot_counters SET units = ? WHERE project_id = ? AND key = ?",
-                        (str(max(int(row[0]) - back.units, 0)), project_id, key),
-                    )
+                _lower(c, project_id, key, back.units)
             return True
 
         return await self._db.run(give)
@@ -309,6 +284,27 @@ def _chunks(items: list) -> list[list]:
 
 def _marks(chunk: list) -> str:
     return ", ".join("?" * len(chunk))
+
+
+def _first_time(c: sqlite3.Connection, project_id: str, token: str, now: int) -> bool:
+    """Whether a release of `token` (an expired check's id, a delivery's give-back) is its first (remembered
+    RELEASES_KEPT_MS)."""
+    c.execute("DELETE FROM allot_released WHERE created_ms <= ?", (now - RELEASES_KEPT_MS,))
+    added = c.execute(
+        "INSERT OR IGNORE INTO allot_released (project_id, check_id, created_ms) VALUES (?, ?, ?)",
+        (project_id, token, now),
+    )
+    return added.rowcount == 1
+
+
+def _lower(c: sqlite3.Connection, project_id: str, key: str, units: int) -> None:
+    """A counter that exists drops by `units`, never below 0 (units as text: they outgrow 64 bits)."""
+    row = c.execute("SELECT units FROM allot_counters WHERE project_id = ? AND key = ?", (project_id, key)).fetchone()
+    if row is not None:
+        c.execute(
+            "UPDATE allot_counters SET units = ? WHERE project_id = ? AND key = ?",
+            (str(max(int(row[0]) - units, 0)), project_id, key),
+        )
 
 
 def _sweep(c: sqlite3.Connection, now: int, limit: int) -> None:

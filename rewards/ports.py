@@ -363,9 +363,6 @@ class ReversalStore(Protocol):
         """New checks' amounts against their recipients' debts (rewards.domain.reversals.settle_debts), atomically
         and once per `token`: what each settles."""
 
-    async def has_debts(self, project_id: str) -> bool:
-        """Whether any recipient of the project owes anything."""
-
     async def mark_reversed(self, project_id: str, shares: Mapping[str, Decimal]) -> None:
         """The workers wrote the reversals of each event up to its share in `shares` (a share never goes down)."""
 

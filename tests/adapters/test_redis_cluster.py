@@ -205,7 +205,6 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert await store.reversed_shares(project, ["s-1", "s-2"]) == {"s-1": Decimal("0.5")}
         owed = [TakeBack(cc.check_id(project, "payout-9"), user(1), "0xusdc", 5)]  # never registered: all owed
         assert (await store.take_back(project, "delivery-9:take_back", owed))[1] == [5]
-        assert await store.has_debts(project)
         assert await store.settle_debts(project, "delivery-10:settle", [Owed(user(1), "0xusdc", 7)]) == [5]
         held = [{"payout_id": "conversion:s-1:9", "amount": "1"}, {"payout_id": "conversion:s-1:8", "amount": "2"}]
         await store.hold_payouts(project, held)  # ApprovalStore

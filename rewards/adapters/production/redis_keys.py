@@ -59,7 +59,6 @@ checks that every command the store sends keeps to one slot.)
     rw:{p}:held_payout:<payout id>       string  a payout held for an operator's decision (API.md §9): its payouts row
                                                  (JSON); 'decided' once decided (TTL 35 days: a delivery processed
                                                  again never holds it again)
-    rw:{p}:debtors                       set     the project's debt keys (whether anyone owes anything)
     rw:{p}:debt_calls                    hash    a worker call's token → its answer (claim checks reduced, debts
                                                  added or settled), so a delivery processed again gets the same
     rw:{p}:debt_calls_at                 zset    token → when (ms): answers kept 35 days
@@ -201,9 +200,6 @@ class ProjectKeys:
 
     def held_payout(self, payout_id: str) -> str:
         return self._key("held_payout", payout_id)
-
-    def debtors(self) -> str:
-        return self._key("debtors")
 
     def debt_calls(self) -> str:
         return self._key("debt_calls")

@@ -112,12 +112,6 @@ class SqliteReversalStore(SqliteStateBase):
 
         return json.loads(await self._once(project_id, token, call))
 
-    async def has_debts(self, project_id: str) -> bool:
-        row = await self._db.run(
-            lambda c: c.execute("SELECT 1 FROM debts WHERE project_id = ? LIMIT 1", (project_id,)).fetchone()
-        )
-        return row is not None
-
     async def _once(self, project_id: str, token: str, call) -> str:
         """`call`'s answer, from one transaction, once per token: a call made again gets the kept answer. `call`
         answers (its answer, whether it changed anything)."""

@@ -80,13 +80,13 @@ class RedisReversalStore(RedisStateBase):
         k = ProjectKeys(project_id)
         ids = list(dict.fromkeys(item.check_id for item in items))
 
-        async def compute() -> tuple[str, list[tuple[str, str, str, str]]]:
+        async def compute() -> tuple[str, list[tuple[str, str | None, str]]]:
             texts = dict(zip(ids, await self._redis.mget([k.claim_check(i) for i in ids]), strict=True))
             checks = {i: from_record(ClaimCheckRecord.model_validate_json(t)) for i, t in texts.items() if t}
             debts, debt_texts = await self._debts(k, items)
             changed, owed, added = rules.take_back(items, checks, debts)
             records = {i: to_record(project_id, check).model_dump_json() for i, check in changed.items()}
-            swaps = [(k.claim_check(i), texts[i], record, "c") for i, record in records.items()]
+            swaps = [(k.claim_check(i), texts[i], record) for i, record in records.items()]
             swaps += _debt_swaps(k, owed, debt_texts)
             return json.dumps({"checks": list(records.values()), "added": added}), swaps
 
@@ -96,15 +96,12 @@ class RedisReversalStore(RedisStateBase):
     async def settle_debts(self, project_id: str, token: str, asks: Sequence[Owed]) -> list[int]:
         k = ProjectKeys(project_id)
 
-        async def compute() -> tuple[str, list[tuple[str, str, str, str]]]:
+        async def compute() -> tuple[str, list[tuple[str, str | None, str]]]:
             debts, debt_texts = await self._debts(k, asks)
             left, settled = rules.settle_debts(asks, debts)
             return json.dumps(settled), _debt_swaps(k, left, debt_texts)
 
         return json.loads(await self._swap_once(k, token, compute))
-
-    async def has_debts(self, project_id: str) -> bool:
-        return await self._redis.scard(ProjectKeys(project_id).debtors()) > 0
 
     async def _debts(self, k: ProjectKeys, asked: Sequence) -> tuple[dict, dict]:
         """The debts of `asked`'s recipients and currencies, and their keys' texts (None: none)."""
@@ -122,14 +119,14 @@ class RedisReversalStore(RedisStateBase):
             answer, swaps = await compute()
             if not swaps:  # nothing changes: nothing to keep (asked again, it answers the same)
                 return answer
-            keys = [k.debt_calls(), k.debt_calls_at(), k.debtors(), *(key for key, *_ in swaps)]
-            values = [value for _, before, after, kind in swaps for value in (before or "", after, kind)]
+            keys = [k.debt_calls(), k.debt_calls_at(), *(key for key, _, _ in swaps)]
+            values = [value for _, before, after in swaps for value in (before or "", after)]
             result = await self._scripts.swap_once(keys=keys, args=[token, now_ms(), KEPT_MS, answer, *values])
             if result[0] != "changed":
                 return result[1]
         raise StateChanging(f"the claim checks and debts of project {k.project_id} kept changing")
 
 
-def _debt_swaps(k: ProjectKeys, debts: dict, texts: dict) -> list[tuple[str, str, str, str]]:
-    return [(k.debt(cur, user), texts.get((user, cur)), str(units) if units else "", "d")
+def _debt_swaps(k: ProjectKeys, debts: dict, texts: dict) -> list[tuple[str, str | None, str]]:
+    return [(k.debt(cur, user), texts.get((user, cur)), str(units) if units else "")
             for (user, cur), units in debts.items()]  # fmt: skip

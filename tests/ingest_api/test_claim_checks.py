@@ -105,6 +105,7 @@ def test_token_payouts_open_checks_for_every_recipient(api, trades):
         "claimed": [],
         "unclaimed": [{**currency_of(USDC), "amount": "16500000", "status": "unclaimed"},
                       {**currency_of(WETH), "amount": "2000000000000000", "status": "unclaimed"}],
+        "debt": [],
     }  # fmt: skip
     assert api.get("/payouts/summary", params={"currency": "point"}).json() == {"total_payouts": "60"}  # code use only
 
@@ -176,12 +177,13 @@ def test_totals_filters(api, trades):
     assert totals(api, status="claimed") == {
         "claimed": [{**currency_of(USDC), "amount": claimed_amount, "status": "claimed"}],
         "unclaimed": [],
+        "debt": [],
     }
     closed = totals(api, status="closed")
     assert closed["claimed"] == [] and [u["status"] for u in closed["unclaimed"]] == ["closed"]
     assert [(u["currency_name"], u["status"]) for u in totals(api, status="open")["unclaimed"]] == [("WETH", "open")]
     assert {u["currency_name"] for u in totals(api, status="unclaimed")["unclaimed"]} == {"USDC", "WETH"}
-    assert totals(api, AFFILIATE, reason="end_user_payout") == {"claimed": [], "unclaimed": []}
+    assert totals(api, AFFILIATE, reason="end_user_payout") == {"claimed": [], "unclaimed": [], "debt": []}
     assert len(totals(api, AFFILIATE, reason="affiliate_payout")["unclaimed"]) == 2
     for bad in ({"status": "lost"}, {"reason": "gift"}):
         error_of(api.get("/claim-checks/totals", params={**user(TRADER), **bad}), 400)
@@ -374,7 +376,8 @@ def test_the_signer_key_is_write_only(api):
     assert put.status_code == 200 and SIGNER_KEY[2:] not in put.text.lower()
     expected = {"tiers": [], "conversions": [], "campaigns": [], "claim_contract_address": CONTRACT,
                 "claim_signer_address": SIGNER.lower(), "verify_signatures": False,
-                "volume_currency": {"name": "USD"}, "caps": [], "budgets": []}  # fmt: skip
+                "volume_currency": {"name": "USD"}, "caps": [], "budgets": [], "public_claimable_rewards": True,
+                "require_acceptance": False}  # fmt: skip
     assert put.json() == expected
     shown = api.get("/projects/config")
     assert shown.json() == expected and SIGNER_KEY[2:] not in shown.text.lower()

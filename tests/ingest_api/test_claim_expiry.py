@@ -54,7 +54,7 @@ def test_a_closed_check_expires_unclaimed_and_its_amount_returns_to_the_budget(e
     assert error_of(claim(expiring, [check_id]), 409)  # past its deadline: no contract paid it
     totals = expiring.get("/claim-checks/totals", params={"user_identifier": evm(TRADER),
                                                            "user_identifier_type": "evm_address"}).json()  # fmt: skip
-    assert totals == {"claimed": [], "unclaimed": []}  # an expired check is neither
+    assert totals == {"claimed": [], "unclaimed": [], "debt": []}  # an expired check is neither
     mine = expiring.get("/claim-checks", params={"user_identifier": evm(TRADER), "user_identifier_type": "evm_address"})
     assert [(c["status"], c["deadline_seconds"]) for c in mine.json()["claim_checks"]] == [("expired", 0)]
 

@@ -60,8 +60,11 @@ def projects(server):
     return server, shown, also, hidden
 
 
-def public(server, **params) -> httpx.Response:
-    return httpx.get(url_for(server, "GET", "/api/v1/claimable-rewards"), params=params)
+def public(server, client: str, **params) -> httpx.Response:
+    """The read as `client` makes it (through a trusted proxy: the limit is per client address, and every other
+    test's calls come from this machine's own)."""
+    headers = {"X-Forwarded-For": client}
+    return httpx.get(url_for(server, "GET", "/api/v1/claimable-rewards"), params=params, headers=headers)
 
 
 def test_the_users_closed_checks_summed_over_the_projects_that_allow_it(projects):
@@ -69,7 +72,7 @@ def test_the_users_closed_checks_summed_over_the_projects_that_allow_it(projects
     bob = {"user_identifier": BOB, "user_identifier_type": EVM}
 
     def summed() -> list:
-        answer = public(server, **bob)
+        answer = public(server, "198.51.100.1", **bob)
         assert answer.status_code == 200, answer.text
         assert answer.json() == [
             {
@@ -91,17 +94,18 @@ def test_the_users_closed_checks_summed_over_the_projects_that_allow_it(projects
 
     answer = eventually(summed)
     assert answer.headers["X-RateLimit-Limit"] == "60"
-    narrowed = public(server, **bob, project_id=also).json()
+    narrowed = public(server, "198.51.100.1", **bob, project_id=also).json()
     assert [(r["currency_name"], r["amount"]) for r in narrowed] == [("USDC", "2000000")]
-    assert public(server, **bob, project_id=hidden).json() == []  # its configuration does not allow it
-    assert public(server, **bob, project_id="no-such-project").json() == []
-    assert public(server, user_identifier=CAROL, user_identifier_type=EVM).json() == []
+    assert public(server, "198.51.100.1", **bob, project_id=hidden).json() == []  # its configuration does not allow it
+    assert public(server, "198.51.100.1", **bob, project_id="no-such-project").json() == []
+    assert public(server, "198.51.100.1", user_identifier=CAROL, user_identifier_type=EVM).json() == []
 
 
 def test_bad_users_are_400_and_the_limit_is_per_client_address(projects):
     server, *_ = projects
-    assert error_of(public(server, user_identifier="not-an-address", user_identifier_type=EVM), 400)
-    assert error_of(public(server, user_identifier=BOB), 400)
-    answers = [public(server, user_identifier=CAROL, user_identifier_type=EVM) for _ in range(61)]
-    limited = [a for a in answers if a.status_code == 429]
-    assert limited and int(limited[0].headers["Retry-After"]) >= 1 and error_of(limited[0], 429)
+    assert error_of(public(server, "198.51.100.2", user_identifier="not-an-address", user_identifier_type=EVM), 400)
+    assert error_of(public(server, "198.51.100.2", user_identifier=BOB), 400)
+    answers = [public(server, "198.51.100.3", user_identifier=CAROL, user_identifier_type=EVM) for _ in range(61)]
+    assert [a.status_code for a in answers] == [200] * 60 + [429]
+    assert int(answers[-1].headers["Retry-After"]) >= 1 and error_of(answers[-1], 429)
+    assert public(server, "198.51.100.4", user_identifier=CAROL, user_identifier_type=EVM).status_code == 200

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     # runs in the page of the project's own site, sending the key in a header (no cookies), so any origin is the
     # default; an empty value turns cross-origin calls off.
     cors_origins: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ("*",)
+    # REWARDS_WEBHOOKS_ALLOW_PRIVATE=1 (development only): webhook URLs may be http:// and reach loopback and private
+    # addresses (API.md §10); by default only https:// to public addresses.
+    webhooks_allow_private: bool = False
     # REWARDS_SECRETS_KEY: Fernet keys (comma-separated: the first seals, any opens) that encrypt secrets at rest, a
     # project's claim signer key (rewards.domain.sealing). Unset: secrets are stored as they are. SecretStr: a repr of
     # the settings never shows them.

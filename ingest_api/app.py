@@ -12,6 +12,7 @@ from ingest_api.projects.router import router as projects_router
 from ingest_api.referral_codes.router import router as referral_codes_router
 from ingest_api.referral_codes.router import user_router
 from ingest_api.reversals.router import router as reversals_router
+from ingest_api.webhooks.router import router as webhooks_router
 
 ROUTERS = [
     events_router,
@@ -24,5 +25,6 @@ ROUTERS = [
     claim_checks_router,
     acceptance_router,
     approvals_router,
+    webhooks_router,
     user_router,
 ]

@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore, ApprovalStore.
+  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore, ApprovalStore, WebhookStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -38,6 +38,7 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
 from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.tracking import CodeTraffic
+from rewards.domain.webhooks import Endpoint
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
@@ -385,6 +386,23 @@ class ApprovalStore(Protocol):
         held (unknown, or decided already). The block sees how many (value) and their PayoutDecisionRecords."""
 
 
+class WebhookStore(Protocol):
+    """A project's webhook endpoints (API.md §10), their secrets sealed (rewards.domain.sealing)."""
+
+    async def create_webhook(self, project_id: str, endpoint: Endpoint) -> None:
+        """Add it; TooManyEndpoints when the project has MAX_ENDPOINTS already (checked atomically)."""
+
+    async def list_webhooks(self, project_id: str) -> list[Endpoint]:
+        """Every endpoint of the project, oldest first."""
+
+    async def get_webhook(self, project_id: str, endpoint_id: str) -> Endpoint | None: ...
+
+    async def put_webhook(self, project_id: str, endpoint: Endpoint) -> bool:
+        """Replace an endpoint that exists (False: none has its id)."""
+
+    async def delete_webhook(self, project_id: str, endpoint_id: str) -> bool: ...
+
+
 class StateStore(
     ProjectStore,
     AffiliateStore,
@@ -396,6 +414,7 @@ class StateStore(
     AllotmentStore,
     ReversalStore,
     ApprovalStore,
+    WebhookStore,
     Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""

@@ -56,6 +56,21 @@ class Endpoint:
         return replace(self, **changes)
 
 
+def to_json(endpoint: Endpoint) -> dict:
+    """The endpoint as the state store keeps it (its secret sealed)."""
+    return {
+        "id": endpoint.id, "url": endpoint.url, "events": list(endpoint.events), "description": endpoint.description,
+        "enabled": endpoint.enabled, "sealed_secret": endpoint.sealed_secret, "created_ms": endpoint.created_ms,
+    }  # fmt: skip
+
+
+def from_json(document: dict) -> Endpoint:
+    return Endpoint(
+        document["id"], document["url"], tuple(document["events"]), document["description"], document["enabled"],
+        document["sealed_secret"], document["created_ms"],
+    )  # fmt: skip
+
+
 def new_secret() -> str:
     """A signing secret as the Standard Webhooks specification writes one: `whsec_` and 32 random bytes in base64."""
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")

@@ -38,6 +38,7 @@ from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, Tally, 
 from rewards.domain.integrity import Rejection
 from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.timestamps import now_ms
+from rewards.domain.webhooks import Endpoint
 from rewards.settings import Settings
 from rewards.web import ratelimit
 from rewards.web.ratelimit import RateLimiter
@@ -213,6 +214,9 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 raise Boom
         async with store.decide_payouts(project, ["conversion:s-1:9", "conversion:s-1:8"], "rejected", "x", now_ms()):
             pass
+        hook = Endpoint("wh_1", "https://93.184.216.34/", ("reward.earned",), None, True, "plain:00", 1)  # WebhookStore
+        await store.create_webhook(project, hook)
+        assert await store.put_webhook(project, hook.with_changes(enabled=False))
 
         a, b = check(project, 1, user(1)), check(project, 2, user(1))
         await store.register_claim_checks(project, [a, b])

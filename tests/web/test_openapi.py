@@ -30,7 +30,7 @@ WRITES = {
     ("post", "/affiliates/{user_identifier}"), ("post", "/affiliates/{user_identifier}/rebate-rate"),
     ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
     ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
-    ("post", "/payouts/pending-approval/reject"),
+    ("post", "/payouts/pending-approval/reject"), ("post", "/webhooks"), ("patch", "/webhooks/{endpoint_id}"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -41,7 +41,10 @@ SCOPED = {
     ("delete", "/referral_codes/{code}/referrals"), ("put", "/projects/blocklist/{user_identifier}"),
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
     ("post", "/events/reversals"), ("post", "/payouts/pending-approval/approve"),
-    ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"),
+    ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"), ("post", "/webhooks"),
+    ("get", "/webhooks"), ("get", "/webhooks/{endpoint_id}"), ("patch", "/webhooks/{endpoint_id}"),
+    ("delete", "/webhooks/{endpoint_id}"), ("post", "/webhooks/{endpoint_id}/rotate-secret"),
+    ("post", "/webhooks/{endpoint_id}/test"),
 }  # fmt: skip
 # answered without a key, limited per client address (API.md §9)
 PUBLIC = {("get", "/claimable-rewards")}
@@ -65,7 +68,7 @@ CONFLICTING = {
     ("post", "/events/batch"), ("post", "/events"), ("patch", "/referral_codes/{code}/use"), ("post", "/affiliates"),
     ("post", "/claim-checks/close"), ("post", "/claim-checks/claims"), ("post", "/claim-checks/claim"),
     ("post", "/affiliates/{user_identifier}"), ("put", "/projects/config"), ("post", "/events/reversals"),
-    ("post", "/payouts/pending-approval/approve"), ("post", "/payouts/pending-approval/reject"),
+    ("post", "/payouts/pending-approval/approve"), ("post", "/payouts/pending-approval/reject"), ("post", "/webhooks"),
 }  # fmt: skip
 OPERATIONS = sorted(
     (method, path.removeprefix("/api/v1"), operation)
@@ -221,7 +224,7 @@ def test_each_operation_documents_its_statuses_with_the_error_body(method, path,
     expected |= {400} if operation.get("parameters") or key in WRITES else set()
     expected |= {414} if operation.get("parameters") else set()  # a request line past 64 KiB (rewards.web.protocol)
     expected |= {403} if key in SCOPED | PROJECT_CHECKED | REFUSED else set()
-    expected |= {413, 415} if key in WRITES else set()
+    expected |= {413, 415} if method in ("post", "put", "patch") else set()  # any body is checked, sent or not
     expected |= {429} if key in LIMITED else set()
     expected |= {503} if key in PUBLISHING else set()
     expected |= {409} if key in CONFLICTING else set()

@@ -116,6 +116,10 @@ CREATE INDEX IF NOT EXISTS debt_calls_by_time ON debt_calls (created_ms);
 CREATE TABLE IF NOT EXISTS held_payouts (
     project_id TEXT NOT NULL, payout_id TEXT NOT NULL, row TEXT NOT NULL, decided_ms INTEGER,
     PRIMARY KEY (project_id, payout_id));
+-- A project's webhook endpoints (API.md §10): each one's document (JSON, its signing secret sealed).
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    project_id TEXT NOT NULL, id TEXT NOT NULL, document TEXT NOT NULL, created_ms INTEGER NOT NULL,
+    PRIMARY KEY (project_id, id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS held_payouts_by_decision ON held_payouts (decided_ms) WHERE decided_ms IS NOT NULL;
 """
 

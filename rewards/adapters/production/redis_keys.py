@@ -56,6 +56,8 @@ checks that every command the store sends keeps to one slot.)
                                                  share_text: texts compare as shares; TTL: the dedup window)
     rw:{p}:debt:<currency>|<user>        string  units the user owes in a token (a reversal met a closed or claimed
                                                  check), taken from its next checks; gone once settled
+    rw:{p}:webhooks                      hash    webhook endpoint id → its document (JSON, its secret sealed) (API.md
+                                                 §10; at most 20)
     rw:{p}:held_payout:<payout id>       string  a payout held for an operator's decision (API.md §9): its payouts row
                                                  (JSON); 'decided' once decided (TTL 35 days: a delivery processed
                                                  again never holds it again)
@@ -197,6 +199,9 @@ class ProjectKeys:
 
     def debt(self, currency: str, user: User) -> str:
         return self._key("debt", f"{currency}|{user_field(user)}")
+
+    def webhooks(self) -> str:
+        return self._key("webhooks")
 
     def held_payout(self, payout_id: str) -> str:
         return self._key("held_payout", payout_id)

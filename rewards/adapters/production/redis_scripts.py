@@ -100,6 +100,8 @@ class Scripts:
     hold_payouts: AsyncScript
     decide_payouts: AsyncScript
     undo_decide_payouts: AsyncScript
+    create_webhook: AsyncScript
+    put_webhook: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

@@ -1,7 +1,6 @@
-"""StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role, a class for each port
-(projects.py, affiliates.py, referrals.py, ingest.py, claim_checks.py, tracking.py, integrity.py, allotment.py,
-reversals.py, approvals.py) over a shared base (base.py: the client, its scripts, the outbox); RedisStateStore is all
-of them on one client.
+"""StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role, a class for each port (a
+module each: projects.py, affiliates.py, …, webhooks.py) over a shared base (base.py: the client, its scripts, the
+outbox); RedisStateStore is all of them on one client.
 
 Behaves as SqliteStateStore (the reference), with one difference in shape: a SQLite transaction can
 stay open while the block publishes, a Redis change cannot. So each context manager applies its
@@ -29,6 +28,7 @@ from rewards.adapters.production.redis_state.projects import RedisProjectStore
 from rewards.adapters.production.redis_state.referrals import RedisReferralStore
 from rewards.adapters.production.redis_state.reversals import RedisReversalStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
+from rewards.adapters.production.redis_state.webhooks import RedisWebhookStore
 from rewards.ports import DedupArchive
 from rewards.settings import Settings
 
@@ -46,10 +46,11 @@ class RedisStateStore(
     RedisAllotmentStore,
     RedisReversalStore,
     RedisApprovalStore,
+    RedisWebhookStore,
 ):
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
-    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore and
-    ApprovalStore, each a class of this package, sharing one client.
+    ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore,
+    ApprovalStore and WebhookStore, each a class of this package, sharing one client.
     Its constructor is RedisIngestStore's (the one port with settings: the dedup windows and archive)."""
 
 

@@ -1,0 +1,56 @@
+"""The bodies and answers of the webhook endpoints API (API.md §10)."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rewards.domain.webhooks import EVENT_TYPES, MAX_DESCRIPTION_LENGTH, MAX_URL_LENGTH
+from rewards.web.answers import Answer, text, timestamp
+
+URL = "https://hooks.example.com/rewards"
+
+
+class EndpointIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"url": URL, "events": ["reward.earned"], "description": "our backend"}]},
+    )
+
+    url: str = Field(min_length=1, max_length=MAX_URL_LENGTH, description="https:// to a public address")
+    events: list[str] = Field(min_length=1, max_length=len(EVENT_TYPES), description=f"Of {', '.join(EVENT_TYPES)}")
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION_LENGTH)
+
+
+class EndpointChange(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
+
+    url: str | None = Field(None, min_length=1, max_length=MAX_URL_LENGTH)
+    events: list[str] | None = Field(None, min_length=1, max_length=len(EVENT_TYPES))
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION_LENGTH)
+    enabled: bool | None = None
+
+
+class EndpointAnswer(Answer):
+    id: str = text("The endpoint's id", "wh_3f2c9d1e6b7a4c5d8e9f0a1b")
+    url: str = text("Where messages go", URL)
+    events: list[str] = text("The event types sent to it", ["reward.earned"])
+    description: str | None = text("Its description", "our backend")
+    enabled: bool = text("Whether messages go to it", True)
+    created_at: str = timestamp("When it was created")
+
+
+class EndpointWithSecret(EndpointAnswer):
+    secret: str = text(
+        "Its signing secret (Standard Webhooks), answered only at creation and rotation", "whsec_" + "A" * 43 + "="
+    )
+
+
+class TestAttempt(Answer):
+    webhook_id: str = text("The message's webhook-id", "msg_6f1c0d2e9a7b4c3d8e5f60718293a4b5")
+    delivered: bool = text("Whether the endpoint answered 2xx within 10 s", True)
+    status_code: int | None = text("What it answered (null: no answer)", 204)
+    error: str | None = text("Why not delivered (null when delivered)", None)
+    duration_ms: int = text("How long the call took", 87)
+
+
+class Deleted(Answer):
+    id: str = text("The endpoint deleted", "wh_3f2c9d1e6b7a4c5d8e9f0a1b")
+    deleted: bool = text("Always true", True)

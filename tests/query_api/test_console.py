@@ -485,3 +485,14 @@ def test_pending_approvals_and_reversals_show_on_the_payouts_page(console, shop)
     assert console.column("#approvals", 3) == ["end_user_reward"]
     eventually(lambda: _equal(console.column("#reversals-latest", 2), ["refund-1"]))
     assert console.column("#reversals-latest", 5) == ["whole"]
+
+
+def test_webhook_endpoints_show_on_the_pipeline_page(console, shop):
+    """API.md §10 in the console: the project's endpoints, read-only."""
+    endpoint = {"url": "https://93.184.216.34/rewards", "events": ["reward.earned", "claim_check.closed"]}
+    assert shop.http.post("/webhooks", json=endpoint).status_code == 201
+    console.sign_in(shop.service_key)
+    console.show("health")
+    eventually(lambda: _equal(console.column("#webhooks", 1), ["https://93.184.216.34/rewards"]))
+    assert console.column("#webhooks", 2) == ["reward.earned, claim_check.closed"]
+    assert console.column("#webhooks", 3) == ["yes"]

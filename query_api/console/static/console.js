@@ -195,6 +195,26 @@
       ]),
       "No dead letters: every record was written"
     );
+    await showWebhooks();
+  }
+
+  // The project's webhook endpoints (service_role: another key sees the 403's message).
+  async function showWebhooks() {
+    const endpoints = await api("/webhooks");
+    const error = $("#webhooks-error");
+    error.hidden = endpoints.ok;
+    if (!endpoints.ok) {
+      error.textContent = messageOf(endpoints);
+      fillRows($("#webhooks"), [], "–");
+      return;
+    }
+    fillRows(
+      $("#webhooks"),
+      endpoints.body.map((e) => [
+        cell(shortText(e.url, 40)), cell(e.events.join(", "), "wrap"), cell(e.enabled ? "yes" : "no"), cell(when(e.created_at)),
+      ]),
+      "No endpoint: the project's backend polls"
+    );
   }
 
   async function showPayouts(section) {

@@ -38,7 +38,7 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
 from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.tracking import CodeTraffic
-from rewards.domain.webhooks import Endpoint
+from rewards.domain.webhooks import Attempt, Endpoint
 from schemas.records import AnyRecord, CodeUseRecord
 
 Record = AnyRecord
@@ -401,6 +401,13 @@ class WebhookStore(Protocol):
         """Replace an endpoint that exists (False: none has its id)."""
 
     async def delete_webhook(self, project_id: str, endpoint_id: str) -> bool: ...
+
+
+class WebhookSender(Protocol):
+    """Calls of a customer's webhook URL (API.md §10), guarded: rewards.adapters.webhook_sender."""
+
+    async def send(self, url: str, secret: str, webhook_id: str, body: bytes) -> Attempt:
+        """POST one signed message; what came of it (never raises for the receiver's doing)."""
 
 
 class StateStore(

@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 from rewards.adapters.affiliate_figures import WarehouseAffiliateFigures
 from rewards.adapters.code_figures import WarehouseCodeFigures
 from rewards.adapters.code_traffic import WarehouseCodeTraffic
+from rewards.adapters.webhook_sender import GuardedSender
 from rewards.ports import DedupArchive, EventLog, PlanStore, StateStore, Warehouse
 from rewards.settings import Settings
 from rewards.web.backends import Backends
@@ -182,6 +183,7 @@ async def open_backends(settings: Settings, urls: EngineUrls, *, publishes: bool
     traffic = WarehouseCodeTraffic(warehouse)
     backends = Backends(settings, state, log, source, warehouse, limiter, backpressure, figures, traffic)
     backends.code_figures = WarehouseCodeFigures(warehouse)
+    backends.webhook_sender = GuardedSender(settings.webhooks_allow_private)
     return backends
 
 

@@ -13,7 +13,7 @@ from ingest_api.webhooks.schemas import (
     EndpointWithSecret,
     TestAttempt,
 )
-from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep
+from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep, WebhookSenderDep
 from rewards.web.errors import bad_request, not_found, validation_messages
 from rewards.web.openapi import request_body_doc, success
 from rewards.web.requests import json_body
@@ -85,12 +85,12 @@ async def rotate_secret(endpoint_id: str, principal: ServiceCaller, state: State
     "/{endpoint_id}/test",
     responses={**success(TestAttempt, "The attempt: a webhook.test message sent now"), **NOT_FOUND},
 )
-async def test(endpoint_id: str, principal: ServiceCaller, state: StateDep, settings: SettingsDep):
+async def test(
+    endpoint_id: str, principal: ServiceCaller, state: StateDep, sender: WebhookSenderDep, settings: SettingsDep
+):
     """Send a `webhook.test` message now (signed, under the same address rules as every delivery) and answer how it
     went."""
-    attempt = await service.send_test(
-        state, principal.project_id, endpoint_id, settings.webhooks_allow_private, settings.secrets_keys
-    )
+    attempt = await service.send_test(state, sender, principal.project_id, endpoint_id, settings.secrets_keys)
     return {"webhook_id": attempt.webhook_id, "delivered": attempt.ok, "status_code": attempt.status_code,
             "error": attempt.error, "duration_ms": attempt.duration_ms}  # fmt: skip
 

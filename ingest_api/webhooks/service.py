@@ -9,12 +9,10 @@ from urllib.parse import urlsplit
 import anyio
 import orjson
 
-from rewards.adapters import webhook_sender
-from rewards.adapters.webhook_sender import Attempt
 from rewards.domain import sealing, webhooks
 from rewards.domain.timestamps import format_timestamp, now_ms
-from rewards.domain.webhooks import TEST_EVENT, Endpoint, EndpointNotFound, InvalidEndpoint
-from rewards.ports import WebhookStore
+from rewards.domain.webhooks import TEST_EVENT, Attempt, Endpoint, EndpointNotFound, InvalidEndpoint
+from rewards.ports import WebhookSender, WebhookStore
 
 RESOLVE_S = 2.0  # a save waits this long for the host's addresses at most
 
@@ -81,7 +79,7 @@ async def rotate(store: WebhookStore, project_id: str, endpoint_id: str, secrets
 
 
 async def send_test(
-    store: WebhookStore, project_id: str, endpoint_id: str, allow_private: bool, secrets_keys
+    store: WebhookStore, sender: WebhookSender, project_id: str, endpoint_id: str, secrets_keys
 ) -> Attempt:
     """A `webhook.test` message sent now (signed, guarded like every delivery); what came of it."""
     endpoint = await get(store, project_id, endpoint_id)
@@ -89,8 +87,7 @@ async def send_test(
     sent_at = datetime.now(UTC)
     data = {"endpoint_id": endpoint.id, "sent_at": format_timestamp(int(sent_at.timestamp() * 1000))}
     body = orjson.dumps({"event_type": TEST_EVENT, "data": data})
-    async with webhook_sender.client(allow_private) as http:
-        return await webhook_sender.send(http, endpoint.url, secret, f"msg_{uuid.uuid4().hex}", body)
+    return await sender.send(endpoint.url, secret, f"msg_{uuid.uuid4().hex}", body)
 
 
 def endpoint_json(endpoint: Endpoint) -> dict:

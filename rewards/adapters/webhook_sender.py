@@ -11,7 +11,6 @@ import asyncio
 import socket
 import ssl
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import anyio
@@ -20,7 +19,7 @@ import httpcore
 import httpx
 from standardwebhooks import Webhook
 
-from rewards.domain.webhooks import address_allowed, refusal
+from rewards.domain.webhooks import Attempt, address_allowed, refusal
 
 TIMEOUT_S = 10.0  # API.md §10: a 2xx within 10 s is success
 MAX_ANSWER_BYTES = 4096  # of a receiver's answer, kept in the delivery log
@@ -29,16 +28,6 @@ USER_AGENT = "rewards-webhooks/1"
 
 class RefusedAddress(httpcore.ConnectError):
     """The URL's host resolves to no address a webhook may reach."""
-
-
-@dataclass(frozen=True)
-class Attempt:
-    webhook_id: str
-    status_code: int | None  # None: no answer (refused, unreachable, timed out)
-    ok: bool  # a 2xx
-    error: str | None
-    answer: str  # its first MAX_ANSWER_BYTES
-    duration_ms: int
 
 
 class _CheckedBackend(httpcore.AsyncNetworkBackend):
@@ -79,6 +68,18 @@ def client(allow_private: bool) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         transport=_GuardedTransport(allow_private), follow_redirects=False, timeout=TIMEOUT_S, trust_env=False
     )
+
+
+class GuardedSender:
+    """rewards.ports.WebhookSender: a call at a time, each through a client of its own (the dispatcher will keep one
+    per process and endpoint)."""
+
+    def __init__(self, allow_private: bool):
+        self._allow_private = allow_private
+
+    async def send(self, url: str, secret: str, webhook_id: str, body: bytes) -> Attempt:
+        async with client(self._allow_private) as http:
+            return await send(http, url, secret, webhook_id, body)
 
 
 def signed_headers(secret: str, webhook_id: str, body: bytes, at: datetime | None = None) -> dict[str, str]:

@@ -56,6 +56,18 @@ class Endpoint:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """What came of one call of an endpoint's URL."""
+
+    webhook_id: str
+    status_code: int | None  # None: no answer (refused, unreachable, timed out)
+    ok: bool  # a 2xx
+    error: str | None
+    answer: str  # its first bytes (rewards.adapters.webhook_sender.MAX_ANSWER_BYTES)
+    duration_ms: int
+
+
 def to_json(endpoint: Endpoint) -> dict:
     """The endpoint as the state store keeps it (its secret sealed)."""
     return {

@@ -12,6 +12,7 @@ from rewards.ports import (
     EventSource,
     StateStore,
     Warehouse,
+    WebhookSender,
 )
 from rewards.settings import Settings
 from rewards.web.backpressure import Backpressure
@@ -30,6 +31,7 @@ class Backends:
     figures: AffiliateFigures | None = None  # affiliates' figures so far, for the ingest edge's registrations
     traffic: CodeTrafficFigures | None = None  # referral codes' clicks and attributions (tracking events)
     code_figures: CodeFigures | None = None  # referral codes' referred users and earnings (the warehouse's code_stats)
+    webhook_sender: WebhookSender | None = None  # calls of the projects' webhook URLs (API.md §10)
 
     async def close(self) -> None:
         close_log = getattr(self.log, "close", None)  # the embedded outbox closes with the state store

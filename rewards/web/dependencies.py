@@ -10,7 +10,16 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from rewards.ports import AffiliateFigures, CodeFigures, CodeTrafficFigures, EventLog, Principal, StateStore, Warehouse
+from rewards.ports import (
+    AffiliateFigures,
+    CodeFigures,
+    CodeTrafficFigures,
+    EventLog,
+    Principal,
+    StateStore,
+    Warehouse,
+    WebhookSender,
+)
 from rewards.settings import Settings
 from rewards.web.auth import guard
 from rewards.web.backends import backends_of
@@ -63,7 +72,12 @@ async def code_figures(request: Request) -> CodeFigures | None:
     return backends_of(request).code_figures
 
 
+async def webhook_sender(request: Request) -> WebhookSender:
+    return backends_of(request).webhook_sender
+
+
 StateDep = Annotated[StateStore, Depends(state_store)]
+WebhookSenderDep = Annotated[WebhookSender, Depends(webhook_sender)]
 WarehouseDep = Annotated[Warehouse, Depends(warehouse)]
 EventLogDep = Annotated[EventLog, Depends(event_log)]
 BackpressureDep = Annotated[Backpressure | None, Depends(backpressure)]

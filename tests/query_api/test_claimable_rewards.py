@@ -2,16 +2,19 @@
 currency over every project that allows it, `project_id` narrowing it, limited per client address."""
 
 import itertools
+import secrets
 
 import httpx
 import pytest
 
-from tests.conftest import event, evm
+from tests.conftest import event
 from tests.support.harness import Admin, Api, eventually, url_for
 from tests.web.test_auth import error_of
 
 EVM = "evm_address"
-BOB, CAROL = evm(2), evm(3)
+# Users of their own: the read sums every project's checks, and other modules' projects on the same servers pay
+# the shared test users.
+BOB, CAROL = "0x" + secrets.token_hex(20), "0x" + secrets.token_hex(20)
 USDC = {"address": "0xA0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "chain_id": 1, "name": "USDC", "decimals": 6}
 DAI = {"address": "0x6B175474E89094C44Da98b954EedeAC495271d0F", "chain_id": 1, "name": "DAI", "decimals": 18}
 TIERS = [{"id": "base", "name": "Base", "rank": 1, "rates": {"r1": "0", "r2": "0", "r3": "0", "r4": "0"}}]

@@ -82,7 +82,7 @@ CASES = {
     "compute rows": "computing rows (payout arithmetic, row building; pure)",
     "allot": "caps and budgets (the allot step: atomic state-store calls per project)",
     "insert": "inserting (one insert per table)",
-    "state marks": "state marks (processed, claim checks)",
+    "state marks": "state marks (processed)",
 }
 
 

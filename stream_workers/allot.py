@@ -68,13 +68,19 @@ async def allot(
     writes.take_backs.clear()
     for project_id, held in writes.held.items():  # before the write: listed (written) only once held
         await state.hold_payouts(project_id, held)
-    # Last, the new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts
-    # now: a delivery processed again after a crash gets the answer it got, kept under its token).
+    # The new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts now: a
+    # delivery processed again after a crash gets the answer it got, kept under its token).
     for project_id, checks in writes.new_checks.items():
         if checks:
             asks = [Owed(check.user, currency_key(check.currency), check.amount) for check in checks]
             settled = await state.settle_debts(project_id, f"{token}:settle", asks)
             writes.settle_checks(project_id, settled, now_ms())
+    # Last, and before the write: a check readable in the warehouse (its event's status answers `processed`, from the
+    # archive, the moment its rows are written) is one the state store can close. Idempotent: a delivery computed
+    # again registers the same checks (their answers kept), and a check known already is left as it is.
+    for project_id, checks in writes.new_checks.items():
+        if checks:
+            await state.register_claim_checks(project_id, checks)
 
 
 async def _take_back(writes: Writes, project_id: str, parts: list, state: StateStore, token: str) -> None:

@@ -2,7 +2,8 @@
 
 A delivery is written with one insert per table under the delivery's token, so a delivery seen
 again after a crash (written, not yet committed) writes nothing twice. Only then does the state
-store learn of it (events marked processed, new claim checks registered), idempotently too.
+store learn of it (events marked processed), idempotently too; new claim checks are registered just before the write
+(stream_workers.allot: a check readable once written is one the state store can close).
 
 Each record type has its handler (stream_workers/handlers/): what it needs of its project's state, its rows, the key
 that tells it was written (stream_workers/written.py drops records written already) and what it leaves when set aside.
@@ -101,8 +102,6 @@ async def write(writes: Writes, token: str, warehouse: Warehouse) -> None:
 
 async def mark(writes: Writes, state: StateStore) -> None:
     """What the state store learns once the rows are written (idempotent)."""
-    for project_id, checks in writes.new_checks.items():
-        await state.register_claim_checks(project_id, checks)
     for project_id, dedup_ids in writes.processed.items():
         await state.mark_processed(project_id, dedup_ids)
     for project_id, dedup_ids in writes.failed.items():

@@ -20,10 +20,8 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 from rewards.domain.allotment import (
-    END_USER,
     EXHAUSTED,
     ONE_BY_ONE,
-    REFERRER,
     WHOLE,
     Ask,
     Limits,
@@ -33,14 +31,12 @@ from rewards.domain.allotment import (
     to_units,
 )
 from rewards.domain.integrity import Rejection
-from rewards.domain.payout_config import TokenCurrency
-from rewards.domain.payouts import User
 from rewards.domain.reversals import Owed
 from rewards.domain.timestamps import now_ms
 from rewards.ports import StateStore, Warehouse
 from schemas.clickhouse.budgets import paid_in
 from stream_workers import rows
-from stream_workers.capped import Pending
+from stream_workers.capped import Pending, row_key
 from stream_workers.handlers.base import Project, Unusable
 from stream_workers.writes import Writes
 
@@ -68,19 +64,16 @@ async def allot(
     writes.take_backs.clear()
     for project_id, held in writes.held.items():  # before the write: listed (written) only once held
         await state.hold_payouts(project_id, held)
-    # The new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts now: a
-    # delivery processed again after a crash gets the answer it got, kept under its token).
+    # Last, the new checks as caps and budgets left them settle their recipients' debts (asked whatever the debts
+    # now: a delivery processed again after a crash gets the answer it got, kept under its token), then are
+    # registered before the write: a check readable in the warehouse (its event's status answers `processed`, from
+    # the archive, the moment its rows are written) is one the state store can close. Both idempotent.
     for project_id, checks in writes.new_checks.items():
         if checks:
             asks = [Owed(check.user, currency_key(check.currency), check.amount) for check in checks]
             settled = await state.settle_debts(project_id, f"{token}:settle", asks)
             writes.settle_checks(project_id, settled, now_ms())
-    # Last, and before the write: a check readable in the warehouse (its event's status answers `processed`, from the
-    # archive, the moment its rows are written) is one the state store can close. Idempotent: a delivery computed
-    # again registers the same checks (their answers kept), and a check known already is left as it is.
-    for project_id, checks in writes.new_checks.items():
-        if checks:
-            await state.register_claim_checks(project_id, checks)
+            await state.register_claim_checks(project_id, writes.new_checks[project_id])
 
 
 async def _take_back(writes: Writes, project_id: str, parts: list, state: StateStore, token: str) -> None:
@@ -90,9 +83,7 @@ async def _take_back(writes: Writes, project_id: str, parts: list, state: StateS
     created = now_ms()
     for (item, row), units in zip(parts, owed, strict=True):
         if units:
-            currency = TokenCurrency(address=row["currency"], chain_id=int(row["currency_chain_id"]),
-                                     name=row["currency_name"], decimals=int(row["currency_decimals"]))  # fmt: skip
-            debt = rows.debt_row(project_id, item.user, currency, units, row["payout_id"], created)
+            debt = rows.debt_row(project_id, item.user, rows.currency_of(row), units, row["payout_id"], created)
             writes.rows["debts"].append(debt)
 
 
@@ -137,11 +128,8 @@ def _governed_rows(writes: Writes, project_id: str, limits: Limits):
     for place, row in enumerate(writes.rows["payouts"]):
         if row["project_id"] != project_id or row["amount"] == "0" or row.get("reversal"):
             continue  # (a reversing movement is given back, not granted: stream_workers/handlers/payout_decision.py)
-        if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
-            continue
-        side = REFERRER if row["role"] == "affiliate" else END_USER
-        user = User(row["recipient_identifier"], row["recipient_identifier_type"])
-        yield place, row, (user, side, currency), to_units(Decimal(row["amount"]), currency)
+        if (key := row_key(row, limits)) is not None:
+            yield place, row, key, to_units(Decimal(row["amount"]), key[2])
 
 
 class _Seeds:

@@ -3,9 +3,18 @@ per user, side and currency (rewards.domain.allotment.Tally) of the payouts a ca
 step (stream_workers.allot) asks the state store to decide at once. Their rows are written meanwhile as if every
 payout were paid whole; the allot step cuts those it must."""
 
-from rewards.domain.allotment import END_USER, REFERRER, Limits, Tally, to_units
+from rewards.domain.allotment import END_USER, REFERRER, Limits, Tally, currency_key, to_units
 from rewards.domain.integrity import Rejection
 from rewards.domain.payouts import Payout, User
+
+
+def row_key(row: dict, limits: Limits) -> tuple[User, str, str] | None:
+    """The tally (user, side, currency) a payout row counts in, as `Pending.tally` counts a payout; None: no cap or
+    budget governs its currency (read back from rows: the allot step's one-by-one payouts, reversals' give-backs)."""
+    if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
+        return None
+    side = REFERRER if row["role"] == "affiliate" else END_USER
+    return User(row["recipient_identifier"], row["recipient_identifier_type"]), side, currency
 
 
 class Pending:

@@ -169,6 +169,16 @@ def _currency_columns(currency) -> dict:
     }
 
 
+def currency_of(row: dict) -> str | TokenCurrency:
+    """A payouts row's currency back as the payout engine names it (the inverse of _currency_columns)."""
+    if row["currency"] == "point":
+        return "point"
+    return TokenCurrency(
+        address=row["currency"], chain_id=int(row["currency_chain_id"]), name=row["currency_name"],
+        decimals=int(row["currency_decimals"]),
+    )  # fmt: skip
+
+
 def volume_rows(source: PayoutSource, volumes: list[Volume]) -> list[dict]:
     if not volumes:
         return []

@@ -86,10 +86,5 @@ def _of_event(row: dict) -> bool:
 
 
 def _payout(row: dict) -> Payout:
-    if row["currency"] == "point":
-        currency: str | TokenCurrency = "point"
-    else:
-        currency = TokenCurrency(address=row["currency"], chain_id=int(row["currency_chain_id"]),
-                                 name=row["currency_name"], decimals=int(row["currency_decimals"]))  # fmt: skip
     recipient = User(row["recipient_identifier"], row["recipient_identifier_type"])
-    return Payout(row["kind"], row["role"], int(row["level"]), recipient, Decimal(row["amount"]), currency)
+    return Payout(row["kind"], row["role"], int(row["level"]), recipient, Decimal(row["amount"]), rows.currency_of(row))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from rewards.adapters import dedup_archive
-from rewards.domain.allotment import END_USER, REFERRER, Limits, Tally, currency_key, to_units
+from rewards.domain.allotment import Limits, Tally, currency_key, to_units
 from rewards.domain.amounts import format_amount
 from rewards.domain.claim_checks import check_id
 from rewards.domain.payouts import User
@@ -25,6 +25,7 @@ from rewards.ports import StateStore, Warehouse
 from schemas.entities import REVERSAL
 from schemas.records import ReversalRecord
 from stream_workers import rows
+from stream_workers.capped import row_key
 from stream_workers.handlers.base import Handler, Project
 from stream_workers.writes import Writes
 
@@ -100,11 +101,11 @@ class Reversal(Handler):
         if paid is None and record.dedup_id not in project.set_aside_events:
             raise LookupError(f"its event {record.dedup_id} is not written yet")
         shares = Decimal(record.reversed_before), Decimal(record.reversed_after)
-        found = [] if paid is None else _rows(record, paid, shares, created)
+        found = {} if paid is None else _rows(record, paid, shares, created)
         writes.rows["reversals"].append(reversal_row(record))
-        for table, table_rows in found:
+        for table, table_rows in found.items():
             writes.rows[table] += table_rows
-        reversing = found[0][1] if found else []
+        reversing = found.get("payouts", [])
         if project.limits and reversing:
             at_ms = int(paid.conversion["timestamp_ms"])
             give_back_rows(reversing, at_ms, project.limits, writes.given_back[record.project_id])
@@ -130,16 +131,16 @@ def give_back_rows(reversing: list[dict], at_ms: int, limits: Limits, tallies: d
     """The units of an event's reversing payout rows that a cap or budget governs, tallied per user, side and
     currency at the event's time `at_ms` (as they were counted: stream_workers.capped)."""
     for row in reversing:
-        if (currency := limits.key_if_governed(currency_key(row["currency"]))) is None:
+        if (key := row_key(row, limits)) is None:
             continue
-        side = REFERRER if row["role"] == "affiliate" else END_USER
-        user = User(row["recipient_identifier"], row["recipient_identifier_type"])
-        if (tally := tallies.get(key := (user, side, currency))) is None:
-            tally = tallies[key] = Tally(user, side, currency)
-        tally.add(to_units(-Decimal(row["amount"]), currency), at_ms)
+        if (tally := tallies.get(key)) is None:
+            tally = tallies[key] = Tally(*key)
+        tally.add(to_units(-Decimal(row["amount"]), key[2]), at_ms)
 
 
-def _rows(record: ReversalRecord, paid: Paid, shares: tuple[Decimal, Decimal], created: int) -> list:
+def _rows(record: ReversalRecord, paid: Paid, shares: tuple[Decimal, Decimal], created: int) -> dict[str, list[dict]]:
+    """What the reversal takes back, by table: a reversing row per payout, per volume row, and the user's own."""
+
     def back(amount: str, is_points: bool = True) -> Decimal:
         return -taken_back(Decimal(amount), *shares, is_points)
 
@@ -178,4 +179,4 @@ def _rows(record: ReversalRecord, paid: Paid, shares: tuple[Decimal, Decimal], c
     }
     volumes = [v for v in volumes if any(Decimal(v[n]) for n in ("base", "counted_base", *texts))]
     owns = [own] if any(amounts.values()) else []
-    return [("payouts", payouts), ("affiliate_volumes", volumes), ("conversion_reversals", owns)]
+    return {"payouts": payouts, "affiliate_volumes": volumes, "conversion_reversals": owns}

@@ -38,6 +38,7 @@ from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
 from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.tracking import CodeTraffic
+from rewards.domain.webhook_events import Delivery as WebhookDelivery
 from rewards.domain.webhooks import Attempt, Endpoint
 from schemas.records import AnyRecord, CodeUseRecord
 
@@ -403,6 +404,54 @@ class WebhookStore(Protocol):
     async def delete_webhook(self, project_id: str, endpoint_id: str) -> bool: ...
 
 
+class WebhookQueue(Protocol):
+    """Webhook deliveries (API.md §10, rewards.domain.webhook_events.Delivery): a queue per endpoint, each ordered by
+    when its deliveries are due, and the log of recent ones the API lists. A delivery is known by its project and id
+    (its `webhook-id`); endpoint ids are unique across projects."""
+
+    async def enqueue(self, deliveries: Sequence[WebhookDelivery]) -> int:
+        """Hold each delivery (pending, due at its `next_attempt_ms`) unless one with its project and id is held
+        already, whatever its state: the log read again after a crash enqueues nothing twice. How many were new."""
+
+    async def lease(
+        self, now_ms: int, limit: int, per_endpoint: int, busy: Mapping[str, int], lease_ms: int
+    ) -> list[WebhookDelivery]:
+        """Up to `limit` pending deliveries due by `now_ms`, each endpoint's earliest due first, at most
+        `per_endpoint` minus `busy.get(endpoint id, 0)` (its attempts in flight in this process) of an endpoint, so
+        an endpoint with a long backlog never fills the batch. Each comes back due at `now_ms + lease_ms` (its
+        lease, in the store too): not leased again before then unless settled, so a dispatcher that died mid-send
+        leaves it to be tried again after its lease."""
+
+    async def settle(self, deliveries: Sequence[WebhookDelivery], now_ms: int) -> dict[str, int | None]:
+        """Record attempted deliveries as they now are (rewards.domain.webhook_events.after_attempt: succeeded,
+        pending and due again, or failed); a delivery no longer held (its endpoint deleted) is not made again. For
+        each endpoint among them: since when every attempt of it failed (None: the last succeeded), kept across
+        calls; finished deliveries past RETAIN_PER_ENDPOINT of their endpoint are let go, oldest first."""
+
+    async def list_deliveries(
+        self, project_id: str, endpoint_id: str, limit: int, before: tuple[int, str] | None = None
+    ) -> list[WebhookDelivery]:
+        """An endpoint's deliveries, newest first (by creation time, then id), those strictly before `before`
+        (created_ms, id) when given."""
+
+    async def get_delivery(self, project_id: str, endpoint_id: str, delivery_id: str) -> WebhookDelivery | None: ...
+
+    async def redeliver(
+        self, project_id: str, endpoint_id: str, delivery_id: str, now_ms: int
+    ) -> WebhookDelivery | None:
+        """A delivery pending again, due now with 3 days of retries (rewards.domain.webhook_events.redelivered);
+        None: the endpoint holds no delivery of that id."""
+
+    async def forget_endpoint(self, project_id: str, endpoint_id: str) -> None:
+        """Every delivery of a deleted endpoint, and its failing-since time, gone."""
+
+    async def sweep_deliveries(self, now_ms: int) -> int:
+        """Finished deliveries created more than RETAIN_MS ago let go; how many."""
+
+    async def pending_deliveries(self) -> int:
+        """Deliveries pending across every project (a gauge)."""
+
+
 class WebhookSender(Protocol):
     """Calls of a customer's webhook URL (API.md §10), guarded: rewards.adapters.webhook_sender."""
 
@@ -422,6 +471,7 @@ class StateStore(
     ReversalStore,
     ApprovalStore,
     WebhookStore,
+    WebhookQueue,
     Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""

@@ -38,6 +38,7 @@ from rewards.domain.allotment import WHOLE, Ask, CapRule, Grant, Limits, Tally, 
 from rewards.domain.integrity import Rejection
 from rewards.domain.reversals import Owed, Reversal, TakeBack
 from rewards.domain.timestamps import now_ms
+from rewards.domain.webhook_events import LEASE_MS, after_attempt, new_delivery
 from rewards.domain.webhooks import Endpoint
 from rewards.settings import Settings
 from rewards.web import ratelimit
@@ -217,6 +218,19 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         hook = Endpoint("wh_1", "https://93.184.216.34/", ("reward.earned",), None, True, "plain:00", 1)  # WebhookStore
         await store.create_webhook(project, hook)
         assert await store.put_webhook(project, hook.with_changes(enabled=False))
+        # the webhook queue (WebhookQueue): each project's script, then the global index's, in a slot of its own
+        queued = [new_delivery(project, "wh_1", "reward.earned", f"s-{n}", b"{}", now_ms()) for n in range(3)]
+        assert await store.enqueue(queued) == 3 and await store.pending_deliveries() == 3
+        leased = await store.lease(now_ms(), 10, 10, {}, LEASE_MS)
+        attempted = [after_attempt(leased[0], False, 500, None, now_ms()), after_attempt(leased[1], True, 200, None, 1)]
+        assert await store.settle(attempted, now_ms()) == {"wh_1": None}
+        newest = (await store.list_deliveries(project, "wh_1", 1))[0]
+        assert len(await store.list_deliveries(project, "wh_1", 10, (newest.created_ms, newest.id))) == 2
+        assert (await store.redeliver(project, "wh_1", leased[1].id, now_ms())).status == "pending"
+        assert (await store.get_delivery(project, "wh_1", leased[1].id)).attempts == 1
+        assert await store.sweep_deliveries(now_ms()) == 0 and await store.pending_deliveries() == 3
+        await store.forget_endpoint(project, "wh_1")
+        assert await store.pending_deliveries() == 0
 
         a, b = check(project, 1, user(1)), check(project, 2, user(1))
         await store.register_claim_checks(project, [a, b])

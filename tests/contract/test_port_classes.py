@@ -14,6 +14,7 @@ from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
 from rewards.adapters.embedded.sqlite_state.referrals import SqliteReferralStore
 from rewards.adapters.embedded.sqlite_state.reversals import SqliteReversalStore
 from rewards.adapters.embedded.sqlite_state.tracking import SqliteTrackingStore
+from rewards.adapters.embedded.sqlite_state.webhook_queue import SqliteWebhookQueue
 from rewards.adapters.embedded.sqlite_state.webhooks import SqliteWebhookStore
 from rewards.adapters.production import redis_state
 from rewards.adapters.production.redis_state.affiliates import RedisAffiliateStore
@@ -26,6 +27,7 @@ from rewards.adapters.production.redis_state.projects import RedisProjectStore
 from rewards.adapters.production.redis_state.referrals import RedisReferralStore
 from rewards.adapters.production.redis_state.reversals import RedisReversalStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
+from rewards.adapters.production.redis_state.webhook_queue import RedisWebhookQueue
 from rewards.adapters.production.redis_state.webhooks import RedisWebhookStore
 from rewards.ports import (
     AffiliateStore,
@@ -38,22 +40,23 @@ from rewards.ports import (
     ReferralStore,
     ReversalStore,
     TrackingStore,
+    WebhookQueue,
     WebhookStore,
 )
 from tests.contract.support import assert_implements
 
 PORTS = [
     ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore,
-    AllotmentStore, ReversalStore, ApprovalStore, WebhookStore,
+    AllotmentStore, ReversalStore, ApprovalStore, WebhookStore, WebhookQueue,
 ]  # fmt: skip
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
                                     SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore,
                                     SqliteAllotmentStore, SqliteReversalStore, SqliteApprovalStore,
-                                    SqliteWebhookStore],
+                                    SqliteWebhookStore, SqliteWebhookQueue],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
                                   RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore,
-                                  RedisReversalStore, RedisApprovalStore, RedisWebhookStore],
+                                  RedisReversalStore, RedisApprovalStore, RedisWebhookStore, RedisWebhookQueue],
 }  # fmt: skip
 
 

@@ -121,6 +121,22 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
     project_id TEXT NOT NULL, id TEXT NOT NULL, document TEXT NOT NULL, created_ms INTEGER NOT NULL,
     PRIMARY KEY (project_id, id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS held_payouts_by_decision ON held_payouts (decided_ms) WHERE decided_ms IS NOT NULL;
+-- Webhook deliveries (API.md §10; rewards.domain.webhook_events.Delivery): each one's document (JSON) and status, and
+-- while pending when it is due or its lease ends (this column, not the document, says). Leased by endpoint, earliest
+-- due first; listed newest first; finished ones kept RETAIN_MS, and the newest RETAIN_PER_ENDPOINT of an endpoint.
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    project_id TEXT NOT NULL, id TEXT NOT NULL, endpoint_id TEXT NOT NULL, created_ms INTEGER NOT NULL,
+    status TEXT NOT NULL, next_attempt_ms INTEGER, document TEXT NOT NULL, PRIMARY KEY (project_id, id));
+CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (endpoint_id, next_attempt_ms)
+    WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_time ON webhook_deliveries (project_id, endpoint_id, created_ms, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (project_id, endpoint_id, created_ms, id)
+    WHERE status <> 'pending';
+CREATE INDEX IF NOT EXISTS webhook_deliveries_finished_by_time ON webhook_deliveries (created_ms)
+    WHERE status <> 'pending';
+-- Since when every attempt of a webhook endpoint failed (none: its last attempt succeeded); 5 days disable it.
+CREATE TABLE IF NOT EXISTS webhook_failing (
+    endpoint_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, since_ms INTEGER NOT NULL);
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

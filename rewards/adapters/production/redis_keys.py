@@ -2,9 +2,9 @@
 
 Every key of a project starts with `rw:{<project_id>}:`: the hash tag puts all of a project's keys in
 one Redis Cluster slot, so a Lua script may touch any of them. API keys are looked up by key id alone,
-so they live outside any project's slot, as do the outbox relay's index of projects and the
-acknowledgements of key changes; a script touches one of these at a time. (tests/adapters/test_redis_cluster.py
-checks that every command the store sends keeps to one slot.)
+so they live outside any project's slot, as do the outbox relay's index of projects, the index of webhook endpoints
+with deliveries (its own slot, `{webhooks}`) and the acknowledgements of key changes; a script touches one of these at
+a time. (tests/adapters/test_redis_cluster.py checks that every command the store sends keeps to one slot.)
 
     rw:apikey:<key_id>                   hash    project_id, secret_hash (sha256 hex), scopes, created_ms, revoked_ms
     rw:{p}:project                       hash    name, created_ms, deleted_ms
@@ -75,12 +75,27 @@ checks that every command the store sends keeps to one slot.)
                                                  time (ms): a rolling cap's grants, one member per user and call
                                                  (before tallies: "<payout id>|<units>" → its event time), kept the
                                                  longest window + 35 days
+    rw:{p}:wh_deliveries                 hash    webhook delivery id → its document (JSON, webhook_events.
+                                                 delivery_to_json; its next attempt: its wh_due score while pending)
+                                                 (API.md §10; rewards.adapters.production.redis_state.webhook_queue)
+    rw:{p}:wh_due:<endpoint id>          zset    pending delivery id → when it is due, or its lease ends (ms)
+    rw:{p}:wh_log:<endpoint id>          zset    "<created_ms, 15 digits>:<delivery id>" of every delivery held, all
+                                                 scored 0: listed newest first by lex order
+    rw:{p}:wh_done:<endpoint id>         zset    the same member of each finished delivery → its created_ms: the
+                                                 newest RETAIN_PER_ENDPOINT kept, swept past RETAIN_MS
+    rw:{p}:wh_failing                    hash    endpoint id → since when every attempt of it failed (ms)
+    rw:{p}:wh_version                    string  incremented by each change of the project's deliveries: what the
+                                                 global index below keeps the newest answer of
+    rw:{webhooks}:ready                  zset    "<project_id><US><endpoint id>" → the endpoint's earliest due (ms),
+                                                 of the endpoints with deliveries pending: what a lease reads first
+    rw:{webhooks}:endpoints              hash    the same member, of every endpoint holding deliveries → "<wh_version
+                                                 of its last answer applied>:<its pending deliveries>"
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
     rw:keys:changes                      channel key changes, published to every process (not a key)
 
-<user> is `<identifier_type>:<identifier>`; identifier types never contain a colon.
+<user> is `<identifier_type>:<identifier>`; identifier types never contain a colon. <US> is the unit separator, U+001F.
 """
 
 from dataclasses import dataclass
@@ -105,6 +120,17 @@ def api_key(key_id: str) -> str:
 
 def outbox_projects() -> str:
     return f"{PREFIX}:outbox_projects"
+
+
+WEBHOOK_SLOT = "{webhooks}"  # the global index of webhook endpoints with deliveries: one slot of its own
+
+
+def webhook_ready() -> str:
+    return f"{PREFIX}:{WEBHOOK_SLOT}:ready"
+
+
+def webhook_endpoints() -> str:
+    return f"{PREFIX}:{WEBHOOK_SLOT}:endpoints"
 
 
 @dataclass(frozen=True)
@@ -211,3 +237,21 @@ class ProjectKeys:
 
     def debt_calls_at(self) -> str:
         return self._key("debt_calls_at")
+
+    def webhook_deliveries(self) -> str:
+        return self._key("wh_deliveries")
+
+    def webhook_due(self, endpoint_id: str) -> str:
+        return self._key("wh_due", endpoint_id)
+
+    def webhook_log(self, endpoint_id: str) -> str:
+        return self._key("wh_log", endpoint_id)
+
+    def webhook_done(self, endpoint_id: str) -> str:
+        return self._key("wh_done", endpoint_id)
+
+    def webhook_failing(self) -> str:
+        return self._key("wh_failing")
+
+    def webhook_version(self) -> str:
+        return self._key("wh_version")

@@ -4,7 +4,8 @@ They only guard and apply; the domain rules stay in Python (rewards.domain), whi
 decides, and a script re-checks whatever a concurrent request could have changed in between. Reads that must be
 consistent are scripts too: the store uses no MULTI/WATCH transactions, so that it runs on a Redis Cluster as on
 one node (rewards.adapters.production.redis_client). Each script's keys lie in one cluster slot
-(tests/adapters/test_redis_cluster.py checks every call the store makes).
+(tests/adapters/test_redis_cluster.py checks every call the store makes): the webhook queue's global index, in a slot
+of its own, is changed by a script of its own (webhook_index) after each project's script.
 
 A state change the warehouse must learn of writes, in the same script, an entry of the project's outbox: the
 message to publish (rewards.adapters.production.redis_state), relayed by rewards.adapters.production.outbox_relay if
@@ -102,6 +103,15 @@ class Scripts:
     undo_decide_payouts: AsyncScript
     create_webhook: AsyncScript
     put_webhook: AsyncScript
+    webhook_enqueue: AsyncScript
+    webhook_lease: AsyncScript
+    webhook_settle: AsyncScript
+    webhook_page: AsyncScript
+    webhook_get: AsyncScript
+    webhook_redeliver: AsyncScript
+    webhook_forget: AsyncScript
+    webhook_sweep: AsyncScript
+    webhook_index: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

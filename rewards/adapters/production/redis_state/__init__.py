@@ -1,6 +1,6 @@
 """StateStore on Redis (redis-py's asyncio client): the production adapter of Redis's role, a class for each port (a
-module each: projects.py, affiliates.py, …, webhooks.py) over a shared base (base.py: the client, its scripts, the
-outbox); RedisStateStore is all of them on one client.
+module each: projects.py, affiliates.py, …, webhooks.py, webhook_queue.py) over a shared base (base.py: the client, its
+scripts, the outbox); RedisStateStore is all of them on one client.
 
 Behaves as SqliteStateStore (the reference), with one difference in shape: a SQLite transaction can
 stay open while the block publishes, a Redis change cannot. So each context manager applies its
@@ -28,6 +28,7 @@ from rewards.adapters.production.redis_state.projects import RedisProjectStore
 from rewards.adapters.production.redis_state.referrals import RedisReferralStore
 from rewards.adapters.production.redis_state.reversals import RedisReversalStore
 from rewards.adapters.production.redis_state.tracking import RedisTrackingStore
+from rewards.adapters.production.redis_state.webhook_queue import RedisWebhookQueue
 from rewards.adapters.production.redis_state.webhooks import RedisWebhookStore
 from rewards.ports import DedupArchive
 from rewards.settings import Settings
@@ -47,10 +48,11 @@ class RedisStateStore(
     RedisReversalStore,
     RedisApprovalStore,
     RedisWebhookStore,
+    RedisWebhookQueue,
 ):
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
     ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore,
-    ApprovalStore and WebhookStore, each a class of this package, sharing one client.
+    ApprovalStore, WebhookStore and WebhookQueue, each a class of this package, sharing one client.
     Its constructor is RedisIngestStore's (the one port with settings: the dedup windows and archive)."""
 
 

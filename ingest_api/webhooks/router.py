@@ -1,12 +1,14 @@
 """The webhook endpoints API (API.md §10, service_role): HTTP to ingest_api.webhooks.service."""
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from ingest_api.webhooks import service
 from ingest_api.webhooks.schemas import (
     Deleted,
+    DeliveriesPage,
+    DeliveryAnswer,
     EndpointAnswer,
     EndpointChange,
     EndpointIn,
@@ -14,12 +16,13 @@ from ingest_api.webhooks.schemas import (
     TestAttempt,
 )
 from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep, WebhookSenderDep
-from rewards.web.errors import bad_request, not_found, validation_messages
+from rewards.web.errors import bad_request, validation_messages
 from rewards.web.openapi import request_body_doc, success
 from rewards.web.requests import json_body
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 NOT_FOUND = {404: {"description": "Not Found: no such endpoint in the project"}}
+NO_DELIVERY = {404: {"description": "Not Found: no such endpoint in the project, or no such delivery of it"}}
 
 
 @router.post(
@@ -67,8 +70,8 @@ async def change(endpoint_id: str, request: Request, principal: ServiceCaller, s
 
 @router.delete("/{endpoint_id}", responses={**success(Deleted, "Deleted"), **NOT_FOUND})
 async def delete(endpoint_id: str, principal: ServiceCaller, state: StateDep):
-    if not await state.delete_webhook(principal.project_id, endpoint_id):
-        raise not_found("Webhook endpoint not found")
+    """Delete the endpoint: nothing more is sent to it, and its deliveries (pending ones too) are gone."""
+    await service.delete(state, principal.project_id, endpoint_id)
     return {"id": endpoint_id, "deleted": True}
 
 
@@ -93,6 +96,37 @@ async def test(
     attempt = await service.send_test(state, sender, principal.project_id, endpoint_id, settings.secrets_keys)
     return {"webhook_id": attempt.webhook_id, "delivered": attempt.ok, "status_code": attempt.status_code,
             "error": attempt.error, "duration_ms": attempt.duration_ms}  # fmt: skip
+
+
+@router.get(
+    "/{endpoint_id}/deliveries",
+    responses={**success(DeliveriesPage, "A page of the endpoint's deliveries, newest first"), **NOT_FOUND},
+)
+async def deliveries(
+    endpoint_id: str,
+    principal: ServiceCaller,
+    state: StateDep,
+    page_size: int = Query(25, ge=1, le=100, description="1–100"),
+    before: str | None = Query(
+        None, max_length=200, description="The `next_before` of the page before (absent: the newest page)"
+    ),
+):
+    """The endpoint's deliveries, newest first. Paged by a cursor rather than by page number: `next_before` names where
+    the next page starts, so deliveries arriving meanwhile neither shift nor repeat what is read."""
+    page, next_before = await service.deliveries(state, principal.project_id, endpoint_id, page_size, before)
+    return {"results": [service.delivery_json(delivery) for delivery in page], "next_before": next_before}
+
+
+@router.post(
+    "/{endpoint_id}/deliveries/{delivery_id}/redeliver",
+    status_code=202,
+    responses={**success(DeliveryAnswer, "Accepted: the delivery, pending again and due now", 202), **NO_DELIVERY},
+)
+async def redeliver(endpoint_id: str, delivery_id: str, principal: ServiceCaller, state: StateDep):
+    """Send a delivery again (a failed one, typically): pending, due now, with 3 days of retries from now, under the
+    same `webhook-id` as its first attempt (a receiver that has it already dedups it)."""
+    delivery = await service.redeliver(state, principal.project_id, endpoint_id, delivery_id)
+    return JSONResponse(service.delivery_json(delivery), status_code=202)
 
 
 async def _body(request: Request, model: type[BaseModel]):

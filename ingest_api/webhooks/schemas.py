@@ -1,7 +1,10 @@
 """The bodies and answers of the webhook endpoints API (API.md §10)."""
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from rewards.domain.webhook_events import RETAIN_MS, RETAIN_PER_ENDPOINT
 from rewards.domain.webhooks import EVENT_TYPES, MAX_DESCRIPTION_LENGTH, MAX_URL_LENGTH
 from rewards.web.answers import Answer, text, timestamp
 
@@ -49,6 +52,35 @@ class TestAttempt(Answer):
     status_code: int | None = text("What it answered (null: no answer)", 204)
     error: str | None = text("Why not delivered (null when delivered)", None)
     duration_ms: int = text("How long the call took", 87)
+
+
+class DeliveryAnswer(Answer):
+    id: str = text(
+        "Its webhook-id, the same at every attempt and redelivery (what a receiver dedups by)",
+        "msg_8d2f6a1c0b9e4d7f3a5c6e8b1d0f2a4c",
+    )
+    event_type: str = text("The event it carries", "reward.earned")
+    status: Literal["pending", "succeeded", "failed"] = text(
+        "pending (to be tried, or being tried), succeeded (answered 2xx), or failed (retried for 3 days, or "
+        "answered 410): redeliverable by hand",
+        "failed",
+    )
+    attempts: int = text("How many times it was sent", 7)
+    last_status_code: int | None = text("What the endpoint last answered (null: no answer, or not tried yet)", 503)
+    last_error: str | None = text("Why the last attempt failed (null: not tried yet, or succeeded)", "answered 503")
+    next_attempt_at: str | None = timestamp("When it is tried next (null unless pending)", None)
+    created_at: str = timestamp("When its event was met")
+
+
+class DeliveriesPage(Answer):
+    results: list[DeliveryAnswer] = Field(
+        description=f"The page's deliveries, newest first. Finished ones are kept {RETAIN_MS // 86_400_000} days, "
+        f"and at most the newest {RETAIN_PER_ENDPOINT:,} of the endpoint"
+    )
+    next_before: str | None = text(
+        "Send it as `before` for the next page; null on the last",
+        "MTc5NTMzODcyMzEyMzptc2dfOGQyZjZhMWMwYjllNGQ3ZjNhNWM2ZThiMWQwZjJhNGM",
+    )
 
 
 class Deleted(Answer):

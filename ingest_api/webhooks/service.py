@@ -1,6 +1,9 @@
 """Webhook endpoints (API.md §10): created with a secret shown once, read, changed, deleted, their secret rotated,
-and a test message sent now. Knows nothing of HTTP."""
+a test message sent now, and their deliveries listed and sent again. Knows nothing of HTTP."""
 
+import base64
+import binascii
+import re
 import socket
 import uuid
 from datetime import UTC, datetime
@@ -10,11 +13,27 @@ import anyio
 import orjson
 
 from rewards.domain import sealing, webhooks
+from rewards.domain.errors import DomainError, ErrorKind
 from rewards.domain.timestamps import format_timestamp, now_ms
+from rewards.domain.webhook_events import PENDING_DELIVERY, Delivery
 from rewards.domain.webhooks import TEST_EVENT, Attempt, Endpoint, EndpointNotFound, InvalidEndpoint
-from rewards.ports import WebhookSender, WebhookStore
+from rewards.ports import StateStore, WebhookSender, WebhookStore
 
 RESOLVE_S = 2.0  # a save waits this long for the host's addresses at most
+# A deliveries cursor, decoded: the (created_ms, id) of the last delivery of the page before.
+_CURSOR = re.compile(r"([0-9]{1,15}):([A-Za-z0-9_-]{1,64})")
+
+
+class DeliveryNotFound(DomainError):
+    kind = ErrorKind.NOT_FOUND
+
+    def __init__(self) -> None:
+        super().__init__("Webhook delivery not found")
+
+
+class InvalidCursor(DomainError):
+    def __init__(self) -> None:
+        super().__init__("before must be a next_before this listing answered")
 
 
 async def check_url(url: str, allow_private: bool) -> str:
@@ -88,6 +107,58 @@ async def send_test(
     data = {"endpoint_id": endpoint.id, "sent_at": format_timestamp(int(sent_at.timestamp() * 1000))}
     body = orjson.dumps({"event_type": TEST_EVENT, "data": data})
     return await sender.send(endpoint.url, secret, f"msg_{uuid.uuid4().hex}", body)
+
+
+async def delete(state: StateStore, project_id: str, endpoint_id: str) -> None:
+    """The endpoint gone, and its deliveries with it (pending ones are not sent)."""
+    if not await state.delete_webhook(project_id, endpoint_id):
+        raise EndpointNotFound()
+    await state.forget_endpoint(project_id, endpoint_id)
+
+
+async def deliveries(
+    state: StateStore, project_id: str, endpoint_id: str, size: int, before: str | None
+) -> tuple[list[Delivery], str | None]:
+    """A page of the endpoint's deliveries, newest first, and the cursor of the next (None on the last). Paged by a
+    key, not an offset (the queue reads "before" a delivery): a page stays put while newer deliveries arrive."""
+    await get(state, project_id, endpoint_id)
+    listed = await state.list_deliveries(project_id, endpoint_id, size + 1, parse_cursor(before) if before else None)
+    page = listed[:size]
+    return page, cursor(page[-1]) if len(listed) > size else None
+
+
+async def redeliver(state: StateStore, project_id: str, endpoint_id: str, delivery_id: str) -> Delivery:
+    """The delivery pending again, due now, under its first `webhook-id` (its attempts kept)."""
+    await get(state, project_id, endpoint_id)
+    if (delivery := await state.redeliver(project_id, endpoint_id, delivery_id, now_ms())) is None:
+        raise DeliveryNotFound()
+    return delivery
+
+
+def cursor(delivery: Delivery) -> str:
+    """Opaque to clients (base64url of `created_ms:id`): what they send back as `before`."""
+    return base64.urlsafe_b64encode(f"{delivery.created_ms}:{delivery.id}".encode()).decode().rstrip("=")
+
+
+def parse_cursor(text: str) -> tuple[int, str]:
+    try:
+        decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("ascii")
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidCursor() from exc
+    if (match := _CURSOR.fullmatch(decoded)) is None:
+        raise InvalidCursor()
+    return int(match[1]), match[2]
+
+
+def delivery_json(delivery: Delivery) -> dict:
+    pending = delivery.status == PENDING_DELIVERY and delivery.next_attempt_ms is not None
+    return {
+        "id": delivery.id, "event_type": delivery.event_type, "status": delivery.status,
+        "attempts": delivery.attempts, "last_status_code": delivery.last_status_code,
+        "last_error": delivery.last_error,
+        "next_attempt_at": format_timestamp(delivery.next_attempt_ms) if pending else None,
+        "created_at": format_timestamp(delivery.created_ms),
+    }  # fmt: skip
 
 
 def endpoint_json(endpoint: Endpoint) -> dict:

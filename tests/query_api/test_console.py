@@ -16,8 +16,10 @@ import orjson
 import pytest
 
 from query_api.console import service
+from rewards.domain.timestamps import format_timestamp, now_ms
 from tests.ingest_api.test_claim_checks import SIGNING, USDC
-from tests.support.harness import Admin, Api, eventually
+from tests.ingest_api.test_webhooks import held, on_state
+from tests.support.harness import Admin, Api, eventually, run_async
 from tests.support.real_engines import missing
 from tests.web.test_docs_page import CHROMIUM
 from tests.web.test_hostile_input import OVERFLOWING
@@ -496,3 +498,22 @@ def test_webhook_endpoints_show_on_the_pipeline_page(console, shop):
     eventually(lambda: _equal(console.column("#webhooks", 1), ["https://93.184.216.34/rewards"]))
     assert console.column("#webhooks", 2) == ["reward.earned, claim_check.closed"]
     assert console.column("#webhooks", 3) == ["yes"]
+
+
+def test_webhook_deliveries_show_on_the_pipeline_page(console, shop):
+    """API.md §10 in the console: each endpoint's newest deliveries (10 of them), read-only."""
+    made = shop.ok("POST", "/webhooks", json={"url": "https://93.184.216.34/rewards", "events": ["reward.earned"]})
+    console.sign_in(shop.service_key)
+    console.show("health")
+    eventually(lambda: _equal(console.column("#webhook-deliveries", 1), ["No delivery yet"]))
+    now = now_ms()
+    deliveries = [held(shop.http, made["id"], f"payout-{n}", now - (12 - n) * 60_000) for n in range(12)]
+    assert run_async(on_state(shop.server, lambda state: state.enqueue(deliveries))) == 12
+    newest = [format_timestamp(d.created_ms).replace("T", " ")[:-5] + " UTC" for d in reversed(deliveries[2:])]
+    eventually(lambda: _equal(console.column("#webhook-deliveries", 1), newest), SHOWN_WITHIN_S)
+    assert console.column("#webhook-deliveries", 2) == ["https://93.184.216.34/rewards"] * 10
+    assert console.column("#webhook-deliveries", 3) == ["reward.earned"] * 10
+    assert console.column("#webhook-deliveries", 4) == ["pending"] * 10
+    assert console.column("#webhook-deliveries", 5) == ["3"] * 10
+    assert console.column("#webhook-deliveries", 6) == ["503"] * 10
+    assert console.column("#webhook-deliveries", 7) == ["answered 503"] * 10

@@ -12,11 +12,13 @@ import copy
 import pytest
 from jsonschema import Draft202012Validator
 
+from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
 from runtime.serve import embedded_app
 from tests.conftest import SERVICE, event
 from tests.ingest_api.test_claim_checks import SIGNING, TOKEN_CONFIG, USDC
-from tests.support.harness import Admin, Api, eventually
+from tests.ingest_api.test_webhooks import PUBLIC, held, on_state
+from tests.support.harness import Admin, Api, eventually, run_async
 
 DOCUMENT = embedded_app(Settings()).openapi()
 ALICE, BOB, CAROL, DAVE = (f"0x{n:040x}" for n in (0xA11CE, 0xB0B, 0xCA201, 0xDA4E))
@@ -203,3 +205,20 @@ def test_each_write_answers_as_documented(api, scenario):
     removal = {**typed(DAVE), "referrer_identifier": BOB, "referrer_identifier_type": EVM}
     removed = api.delete(f"/referral_codes/{daves}/referrals", params=removal)
     documented("delete", "/referral_codes/{code}/referrals", removed)
+
+
+def test_the_webhook_answers_are_as_documented(api, embedded_server):
+    """API.md §10: an endpoint and its deliveries (enqueued as the dispatcher enqueues them), each answer closed."""
+    made = documented("post", "/webhooks", api.post("/webhooks", json={"url": PUBLIC, "events": ["reward.earned"]}))
+    path = f"/webhooks/{made['id']}"
+    documented("get", "/webhooks", api.get("/webhooks"))
+    documented("get", "/webhooks/{endpoint_id}", api.get(path))
+    deliveries = [held(api, made["id"], f"payout-{n}", now_ms() - n) for n in range(2)]
+    assert run_async(on_state(embedded_server, lambda state: state.enqueue(deliveries))) == 2
+    page = documented(
+        "get", "/webhooks/{endpoint_id}/deliveries", api.get(f"{path}/deliveries", params={"page_size": 1})
+    )
+    assert len(page["results"]) == 1 and page["next_before"]
+    redeliver = api.post(f"{path}/deliveries/{deliveries[0].id}/redeliver")
+    documented("post", "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver", redeliver)
+    documented("delete", "/webhooks/{endpoint_id}", api.delete(path))

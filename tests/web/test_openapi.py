@@ -44,7 +44,8 @@ SCOPED = {
     ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"), ("post", "/webhooks"),
     ("get", "/webhooks"), ("get", "/webhooks/{endpoint_id}"), ("patch", "/webhooks/{endpoint_id}"),
     ("delete", "/webhooks/{endpoint_id}"), ("post", "/webhooks/{endpoint_id}/rotate-secret"),
-    ("post", "/webhooks/{endpoint_id}/test"),
+    ("post", "/webhooks/{endpoint_id}/test"), ("get", "/webhooks/{endpoint_id}/deliveries"),
+    ("post", "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver"),
 }  # fmt: skip
 # answered without a key, limited per client address (API.md §9)
 PUBLIC = {("get", "/claimable-rewards")}

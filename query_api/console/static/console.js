@@ -9,6 +9,7 @@
   const PROJECT_ITEM = "rewards-console-project";
   const PROJECT_NAME_ITEM = "rewards-console-project-name";
   const REFRESH_MS = 2000;
+  const DELIVERIES_SHOWN = 10; // per webhook endpoint, the newest
   const AUTO_REFRESHED = new Set(["health", "payouts", "claims"]);
   const $ = (selector) => document.querySelector(selector);
 
@@ -198,7 +199,7 @@
     await showWebhooks();
   }
 
-  // The project's webhook endpoints (service_role: another key sees the 403's message).
+  // The project's webhook endpoints and each one's newest deliveries (service_role: another key sees the 403's message).
   async function showWebhooks() {
     const endpoints = await api("/webhooks");
     const error = $("#webhooks-error");
@@ -206,6 +207,7 @@
     if (!endpoints.ok) {
       error.textContent = messageOf(endpoints);
       fillRows($("#webhooks"), [], "–");
+      fillRows($("#webhook-deliveries"), [], "–");
       return;
     }
     fillRows(
@@ -214,6 +216,26 @@
         cell(shortText(e.url, 40)), cell(e.events.join(", "), "wrap"), cell(e.enabled ? "yes" : "no"), cell(when(e.created_at)),
       ]),
       "No endpoint: the project's backend polls"
+    );
+    const pages = await Promise.all(
+      endpoints.body.map((e) => api(`/webhooks/${encodeURIComponent(e.id)}/deliveries`, { page_size: DELIVERIES_SHOWN }))
+    );
+    // An endpoint deleted since it was listed (404) has nothing to show; another failure is said.
+    const failed = pages.find((a) => !a.ok && a.status !== 404);
+    if (failed) {
+      error.textContent = messageOf(failed);
+      error.hidden = false;
+    }
+    fillRows(
+      $("#webhook-deliveries"),
+      endpoints.body.flatMap((e, i) =>
+        (pages[i].ok ? pages[i].body.results : []).map((d) => [
+          cell(when(d.created_at)), cell(shortText(e.url, 24)), cell(d.event_type), cell(d.status),
+          cell(d.attempts, "num"), cell(d.last_status_code === null ? "–" : d.last_status_code, "num"),
+          cell(d.last_error || "–", "wrap"),
+        ])
+      ),
+      endpoints.body.length ? "No delivery yet" : "–"
     );
   }
 

@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     # Records per warehouse insert at most: ClickHouse costs ~150 µs per event at 2,000, ~60 at 10,000 (the merges
     # of the parts each insert makes in every view), for ~75 MB more per worker process (docs/benchmarks.md).
     worker_batch_size: int = 10_000
+    webhooks_group_id: str = "rewards-webhooks"  # the webhook dispatcher's Kafka consumer group (`rewards webhooks`)
+    webhooks_metrics_port: int = 0  # REWARDS_WEBHOOKS_METRICS_PORT: `rewards webhooks` serves /metrics there (0: not)
     worker_group_id: str = "rewards-workers"  # the workers' Kafka consumer group (the ingest edge reads its lag)
     # Back-pressure: while more messages than this wait for the workers (Kafka's consumer lag, the embedded
     # outbox's rows; one per accepted batch), the events endpoints answer 503 with Retry-After (0: never).
@@ -115,6 +117,9 @@ class Settings(BaseSettings):
     # REWARDS_WEBHOOKS_ALLOW_PRIVATE=1 (development only): webhook URLs may be http:// and reach loopback and private
     # addresses (API.md §10); by default only https:// to public addresses.
     webhooks_allow_private: bool = False
+    # An attempt's hold on a webhook delivery (seconds): a dispatcher that died mid-send leaves it to be tried again
+    # after this. Longer than the sender's 10 s bound, or a slow receiver's attempt would be made twice meanwhile.
+    webhooks_lease_s: float = Field(30.0, gt=0)
     # REWARDS_SECRETS_KEY: Fernet keys (comma-separated: the first seals, any opens) that encrypt secrets at rest, a
     # project's claim signer key (rewards.domain.sealing). Unset: secrets are stored as they are. SecretStr: a repr of
     # the settings never shows them.

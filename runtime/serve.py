@@ -18,8 +18,9 @@ from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.protocol import ContractHttpProtocol
-from runtime.wiring import claim_expiry_sweeps, open_embedded, stop
+from runtime.wiring import claim_expiry_sweeps, embedded_dispatcher, open_embedded, stop
 from stream_workers.app import running_worker
+from stream_workers.webhooks.dispatcher import running_dispatcher
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +32,10 @@ def embedded_app(settings: Settings) -> FastAPI:
         app.state.backends = backends
         sweeps = None
         try:
-            async with running_worker(backends.source, backends.state, backends.warehouse, settings):
+            async with (
+                running_worker(backends.source, backends.state, backends.warehouse, settings),
+                running_dispatcher(embedded_dispatcher(backends)),
+            ):
                 sweeps = claim_expiry_sweeps(backends)
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield

@@ -33,6 +33,8 @@ from rewards.web.ratelimit import RateLimiter
 
 if TYPE_CHECKING:  # the workers' faust app is imported by the worker processes alone
     from stream_workers.faust_app import Resources, WorkerOptions
+    from stream_workers.webhooks.dispatcher import Dispatcher
+    from stream_workers.webhooks.dispatcher import Settings as DispatcherSettings
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 CLICKHOUSE_SCHEMES = ("http", "https", "clickhouse", "clickhouses")
@@ -249,6 +251,47 @@ async def _open_worker_state(
     if options.state == "sqlite":
         return open_embedded_state(settings.data_dir), SqlitePlans(settings.data_dir / "worker_plans.sqlite3")
     return await open_state(settings.redis_url, settings), WarehousePlans(warehouse)
+
+
+# -- the webhook dispatcher ---------------------------------------------------------------------------
+
+
+def embedded_dispatcher(backends: Backends) -> "Dispatcher":
+    """`rewards serve`'s dispatcher: the outbox's webhook feed (what the in-process worker wrote), the same engines."""
+    from rewards.adapters.embedded.sqlite_outbox import SqliteWebhookFeed
+    from stream_workers.webhooks.dispatcher import Dispatcher
+
+    feed = SqliteWebhookFeed(backends.state.database, backends.log.fed)
+    return Dispatcher(feed, backends.state, backends.warehouse, backends.webhook_sender,
+                      _dispatcher_settings(backends.settings))  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def open_webhook_dispatcher(settings: Settings):
+    """`rewards webhooks`: the production dispatcher on Kafka (its own group), Redis and ClickHouse."""
+    from rewards.adapters.production.kafka_webhook_feed import KafkaWebhookFeed
+    from stream_workers.webhooks.dispatcher import Dispatcher
+
+    async with AsyncExitStack() as opened:
+        warehouse = await open_warehouse(settings.clickhouse_url, settings)
+        opened.push_async_callback(warehouse.close)
+        state = await open_state(settings.redis_url, settings)
+        opened.push_async_callback(state.close)
+        feed = await KafkaWebhookFeed.start(
+            settings.kafka_bootstrap_servers, settings.webhooks_group_id, settings.worker_group_id
+        )
+        opened.push_async_callback(feed.close)
+        sender = GuardedSender(settings.webhooks_allow_private)
+        yield Dispatcher(feed, state, warehouse, sender, _dispatcher_settings(settings))
+
+
+def _dispatcher_settings(settings: Settings) -> "DispatcherSettings":
+    from stream_workers.webhooks.dispatcher import Settings as DispatcherSettings
+
+    return DispatcherSettings(
+        poll_timeout_s=settings.worker_poll_s, secrets_keys=settings.secrets_keys,
+        lease_ms=int(settings.webhooks_lease_s * 1000),
+    )  # fmt: skip
 
 
 def claim_expiry_sweeps(backends: Backends) -> asyncio.Task:

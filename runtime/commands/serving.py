@@ -105,3 +105,16 @@ def workers(
     settings, _ = check_environment()
     configure_logging(settings.log_level, settings.log_format)
     raise typer.Exit(run_processes(processes))
+
+
+@app.command()
+def webhooks() -> None:
+    """The production shape's webhook dispatcher: reads the events topic with its own consumer group and sends each
+    project's endpoints what happened (API.md §10). Scale by starting more."""
+    from rewards.settings import Settings
+    from runtime.webhooks import main
+
+    try:
+        main(Settings())
+    except ValueError as exc:  # an engine's URL missing from the environment
+        fail(str(exc))

@@ -15,7 +15,7 @@ from rewards.web import routing
 from rewards.web.routing import QUERY_ROUTES, service_for
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-COMMANDS = {"ingest-api", "query-api", "workers", "migrate"}
+COMMANDS = {"ingest-api", "query-api", "workers", "webhooks", "migrate"}
 
 
 def rewards_commands() -> list[list[str]]:

@@ -57,8 +57,12 @@ class ProductionServer:
 
     shape = "production"
 
-    def __init__(self, engine_env: dict[str, str], env: dict[str, str] | None = None, ingest_processes: int = 1):
+    def __init__(
+        self, engine_env: dict[str, str], env: dict[str, str] | None = None, ingest_processes: int = 1,
+        webhooks: bool = False,
+    ):  # fmt: skip
         self.ingest_processes = ingest_processes
+        self.webhooks = webhooks  # also run `rewards webhooks` (the dispatcher)
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
         metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
         self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **metrics, **engine_env, **(env or {})}
@@ -76,6 +80,8 @@ class ProductionServer:
                     command += ["--processes", str(self.ingest_processes)]
                 self.processes[name] = subprocess.Popen(command, env=self.env)
             self.start_workers()
+            if self.webhooks:
+                self.start_webhooks()
             for name in ("ingest", "query"):
                 wait_healthy(self.urls[name], list(self.processes.values()))
         except BaseException:
@@ -86,6 +92,10 @@ class ProductionServer:
     def start_workers(self) -> subprocess.Popen:
         self.processes["workers"] = subprocess.Popen([sys.executable, "-m", "rewards", "workers"], env=self.env)
         return self.processes["workers"]
+
+    def start_webhooks(self) -> subprocess.Popen:
+        self.processes["webhooks"] = subprocess.Popen([sys.executable, "-m", "rewards", "webhooks"], env=self.env)
+        return self.processes["webhooks"]
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         stop_processes(list(self.processes.values()), sig)

@@ -120,6 +120,9 @@ CREATE TABLE IF NOT EXISTS held_payouts (
 CREATE TABLE IF NOT EXISTS webhook_endpoints (
     project_id TEXT NOT NULL, id TEXT NOT NULL, document TEXT NOT NULL, created_ms INTEGER NOT NULL,
     PRIMARY KEY (project_id, id)) WITHOUT ROWID;
+-- Outbox messages of projects with webhook endpoints, copied there when the worker has written them (in the same
+-- transaction that deletes them from the outbox): the webhook dispatcher's own read of the log, at its own pace.
+CREATE TABLE IF NOT EXISTS webhook_feed (id INTEGER PRIMARY KEY, project_id TEXT NOT NULL, payload BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS held_payouts_by_decision ON held_payouts (decided_ms) WHERE decided_ms IS NOT NULL;
 -- Webhook deliveries (API.md §10; rewards.domain.webhook_events.Delivery): each one's document (JSON) and status, and
 -- while pending when it is due or its lease ends (this column, not the document, says). Leased by endpoint, earliest

@@ -4,6 +4,9 @@
 disk, with its dedup claim, before the response leaves. A failed insert (a full disk, an I/O error)
 raises LogUnavailable, as every EventLog does: the transaction then rolls back with the claim. The
 in-process worker is woken at once; other processes' writes are found by polling.
+
+The webhook dispatcher reads the log too, once the worker has written it (SqliteWebhookFeed): the messages of a
+project with webhook endpoints are copied to `webhook_feed` in the transaction that deletes them from the outbox.
 """
 
 import asyncio
@@ -21,6 +24,7 @@ class SqliteOutbox:
     def __init__(self, db: SqliteDatabase):
         self._db = db
         self._published = asyncio.Event()
+        self.fed = asyncio.Event()  # set when messages went to the webhook feed
 
     async def publish(self, project_id: str, payload: bytes) -> None:
         try:
@@ -57,11 +61,14 @@ class SqliteOutbox:
     async def commit(self, deliveries: Sequence[Delivery]) -> None:
         ranges = [_range(d.token) for d in deliveries]
 
-        def delete(c: sqlite3.Connection) -> None:
+        def delete(c: sqlite3.Connection) -> int:
+            fed = sum(c.execute(_FEED, first_last).rowcount for first_last in ranges)
             c.executemany("DELETE FROM outbox WHERE id BETWEEN ? AND ?", ranges)
             c.execute("DELETE FROM outbox_plan")
+            return fed
 
-        await self._db.run(delete)
+        if await self._db.run(delete):
+            self.fed.set()
 
     @staticmethod
     def _planned(c: sqlite3.Connection, limit: int) -> list[Delivery]:
@@ -78,6 +85,44 @@ class SqliteOutbox:
         records = [record for row in rows for record in decode_message(row["payload"])]
         # AUTOINCREMENT never reuses an id, so the token stays unique after rows are deleted.
         return [Delivery(f"outbox:{plan[0]}-{plan[1]}", records)]
+
+
+_FEED = """INSERT OR IGNORE INTO webhook_feed (id, project_id, payload)
+SELECT id, project_id, payload FROM outbox
+WHERE id BETWEEN ? AND ? AND project_id IN (SELECT DISTINCT project_id FROM webhook_endpoints)"""
+
+
+class SqliteWebhookFeed:
+    """The webhook dispatcher's EventSource: the messages the worker has written, of projects with endpoints, in log
+    order; a delivery is read again until committed."""
+
+    def __init__(self, db: SqliteDatabase, fed: asyncio.Event | None = None):
+        self._db = db
+        self._fed = fed or asyncio.Event()
+
+    async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:
+        self._fed.clear()
+        deliveries = await self._db.run(lambda c: self._first(c, max_deliveries))
+        if deliveries:
+            return deliveries
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._fed.wait(), timeout_s)
+        return await self._db.run(lambda c: self._first(c, max_deliveries))
+
+    async def commit(self, deliveries: Sequence[Delivery]) -> None:
+        ranges = [_range(d.token) for d in deliveries]
+        await self._db.run(lambda c: c.executemany("DELETE FROM webhook_feed WHERE id BETWEEN ? AND ?", ranges))
+
+    async def backlog(self) -> int:
+        return await self._db.run(lambda c: c.execute("SELECT count(*) FROM webhook_feed").fetchone()[0])
+
+    @staticmethod
+    def _first(c: sqlite3.Connection, limit: int) -> list[Delivery]:
+        rows = c.execute("SELECT id, payload FROM webhook_feed ORDER BY id LIMIT ?", (limit,)).fetchall()
+        if not rows:
+            return []
+        records = [record for row in rows for record in decode_message(row["payload"])]
+        return [Delivery(f"feed:{rows[0]['id']}-{rows[-1]['id']}", records)]
 
 
 def _range(token: str) -> tuple[int, int]:

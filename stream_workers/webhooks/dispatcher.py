@@ -177,8 +177,8 @@ class Dispatcher:
 
     async def attempt(self, delivery: Delivery) -> None:
         try:
-            endpoint = await self.subscriptions.endpoint(delivery.project_id, delivery.endpoint_id)
-            if endpoint is None:  # deleted (its deliveries with it): nothing to settle
+            endpoint = await self._endpoint_of(delivery)
+            if endpoint is None:  # deleted, and its deliveries with it
                 return
             if not endpoint.enabled:
                 ATTEMPTS.labels("endpoint_disabled").inc()
@@ -199,6 +199,18 @@ class Dispatcher:
             else:
                 self._in_flight.pop(delivery.endpoint_id, None)
             self._attempted.set()
+
+    async def _endpoint_of(self, delivery: Delivery) -> Endpoint | None:
+        """The delivery's endpoint; one not in the cached list was made since (read afresh) or deleted: then a
+        delivery enqueued while the deletion forgot the others goes the same way (else it would be leased forever)."""
+        found = await self.subscriptions.endpoint(delivery.project_id, delivery.endpoint_id)
+        if found is not None:
+            return found
+        self.subscriptions.forget(delivery.project_id)
+        if (found := await self.subscriptions.endpoint(delivery.project_id, delivery.endpoint_id)) is None:
+            await self.state.forget_endpoint(delivery.project_id, delivery.endpoint_id)
+            ATTEMPTS.labels("endpoint_deleted").inc()
+        return found
 
     async def settle(self, stop: asyncio.Event) -> None:
         while not (stop.is_set() and not self._attempts and not self._settled):

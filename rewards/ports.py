@@ -429,10 +429,10 @@ class WebhookQueue(Protocol):
         calls; finished deliveries past RETAIN_PER_ENDPOINT of their endpoint are let go, oldest first."""
 
     async def list_deliveries(
-        self, project_id: str, endpoint_id: str, limit: int, before: tuple[int, str] | None = None
-    ) -> list[WebhookDelivery]:
-        """An endpoint's deliveries, newest first (by creation time, then id), those strictly before `before`
-        (created_ms, id) when given."""
+        self, project_id: str, endpoint_id: str, offset: int, limit: int
+    ) -> tuple[list[WebhookDelivery], int]:
+        """A page of an endpoint's deliveries, newest first (by creation time, then id, both descending): up to
+        `limit` of them past the first `offset`; and how many deliveries the endpoint holds in all."""
 
     async def get_delivery(self, project_id: str, endpoint_id: str, delivery_id: str) -> WebhookDelivery | None: ...
 
@@ -539,8 +539,13 @@ class DedupArchive(Protocol):
     async def close(self) -> None: ...
 
 
-class ArchiveUnavailable(LogUnavailable):
-    """The dedup archive did not answer: the batch is refused whole (503, `Retry-After`), as when the log is down."""
+class ArchiveUnavailable(Unavailable):
+    """The dedup archive (the warehouse's `dedup_ids`) did not answer: the batch is refused whole (503, `Retry-After`),
+    its claims undone; answered and logged as the warehouse's outage, not the log's (an operator looks at the engine
+    that failed)."""
+
+    answer = "Service Unavailable: the dedup archive (the warehouse) did not answer; nothing changed, retry later"
+    log_line = "dedup archive (warehouse) unavailable; answered 503"
 
 
 class AffiliateFigures(Protocol):

@@ -16,7 +16,7 @@ from rewards.ports import Principal
 from rewards.web.auth import guard
 from rewards.web.dependencies import Caller, Intake, IntakeDep, StateDep
 from rewards.web.errors import ApiError, bad_request
-from rewards.web.openapi import LOG_UNAVAILABLE, success
+from rewards.web.openapi import INTAKE_UNAVAILABLE, success
 from rewards.web.requests import parse_user
 from schemas.events import BatchIn, EventIn, FuulEvent
 
@@ -47,7 +47,7 @@ BATCH_RESPONSES = {
         "the first answer again)",
     ),
     409: {"description": "Conflict: the Idempotency-Key was used before with a different body"},
-    **LOG_UNAVAILABLE,
+    **INTAKE_UNAVAILABLE,
 }
 
 
@@ -82,7 +82,7 @@ async def post_batch(
             "description": "Forbidden: the key lacks the scope, or a tracking event's project_id names another project"
         },
         409: {"description": "Event already exists: its dedup_id is known (never for a tracking event)"},
-        **LOG_UNAVAILABLE,
+        **INTAKE_UNAVAILABLE,
     },
 )
 async def post_event(request: Request, principal: EventSender, intake: IntakeDep):

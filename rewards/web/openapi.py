@@ -43,6 +43,13 @@ DESCRIPTION = (
 PROJECT_DELETED = "Project not found: the key's project has been deleted"
 # For the `responses=` of operations that publish to the event log.
 LOG_UNAVAILABLE = {503: {"description": "Service Unavailable: the event log did not take the write; nothing changed"}}
+# The events endpoints also ask the dedup archive (the warehouse) past the state store's hot window.
+INTAKE_UNAVAILABLE = {
+    503: {
+        "description": "Service Unavailable: the event log did not take the write, or the dedup archive (the "
+        "warehouse) did not answer; nothing changed (the message says which)"
+    }
+}
 RETRY_AFTER = {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
 RATE_HEADERS = {
     name: {"description": description, "schema": {"type": "integer"}}

@@ -225,8 +225,10 @@ async def test_an_archive_that_does_not_answer_refuses_the_batch(redis_url):  # 
     store = RedisStateStore(client, dedup_window_s=60, hot_window_s=1, archive=_DownArchive())
     try:
         pid = await store.create_project("down")
-        with pytest.raises(LogUnavailable):  # answered 503 with Retry-After, nothing changed
+        with pytest.raises(ArchiveUnavailable) as refused:  # answered 503 with Retry-After, nothing changed
             await ingest(store, pid, *batch("d-1"), ("key", "hash"))
+        assert not isinstance(refused.value, LogUnavailable)  # the warehouse's outage, not the log's
+        assert "dedup archive" in refused.value.answer and "dedup archive" in refused.value.log_line
         assert await client.exists(ProjectKeys(pid).dedup("d-1"), ProjectKeys(pid).idempotency("key")) == 0
     finally:
         await client.aclose()

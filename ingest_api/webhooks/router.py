@@ -1,6 +1,6 @@
 """The webhook endpoints API (API.md §10, service_role): HTTP to ingest_api.webhooks.service."""
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
@@ -12,13 +12,14 @@ from ingest_api.webhooks.schemas import (
     EndpointAnswer,
     EndpointChange,
     EndpointIn,
+    EndpointsPage,
     EndpointWithSecret,
     TestAttempt,
 )
 from rewards.web.dependencies import ServiceCaller, SettingsDep, StateDep, WebhookSenderDep
 from rewards.web.errors import bad_request, validation_messages
 from rewards.web.openapi import request_body_doc, success
-from rewards.web.requests import json_body
+from rewards.web.requests import PageParams, json_body
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 NOT_FOUND = {404: {"description": "Not Found: no such endpoint in the project"}}
@@ -43,9 +44,15 @@ async def create(request: Request, principal: ServiceCaller, state: StateDep, se
     return JSONResponse({**service.endpoint_json(endpoint), "secret": secret}, status_code=201)
 
 
-@router.get("", responses=success(list[EndpointAnswer], "The project's endpoints, oldest first"))
-async def list_endpoints(principal: ServiceCaller, state: StateDep):
-    return [service.endpoint_json(endpoint) for endpoint in await state.list_webhooks(principal.project_id)]
+@router.get("", responses=success(EndpointsPage, "A page of the project's endpoints, oldest first"))
+async def list_endpoints(principal: ServiceCaller, state: StateDep, page=PageParams):
+    """The project's endpoints, oldest first (at most 20: the page is cut from all of them)."""
+    endpoints = await state.list_webhooks(principal.project_id)
+    return {
+        "results": [service.endpoint_json(endpoint) for endpoint in endpoints[page.offset : page.offset + page.size]],
+        "total_count": len(endpoints),
+        "next_page": page.next_page(len(endpoints)),
+    }
 
 
 @router.get("/{endpoint_id}", responses={**success(EndpointAnswer, "The endpoint"), **NOT_FOUND})
@@ -102,19 +109,14 @@ async def test(
     "/{endpoint_id}/deliveries",
     responses={**success(DeliveriesPage, "A page of the endpoint's deliveries, newest first"), **NOT_FOUND},
 )
-async def deliveries(
-    endpoint_id: str,
-    principal: ServiceCaller,
-    state: StateDep,
-    page_size: int = Query(25, ge=1, le=100, description="1–100"),
-    before: str | None = Query(
-        None, max_length=200, description="The `next_before` of the page before (absent: the newest page)"
-    ),
-):
-    """The endpoint's deliveries, newest first. Paged by a cursor rather than by page number: `next_before` names where
-    the next page starts, so deliveries arriving meanwhile neither shift nor repeat what is read."""
-    page, next_before = await service.deliveries(state, principal.project_id, endpoint_id, page_size, before)
-    return {"results": [service.delivery_json(delivery) for delivery in page], "next_before": next_before}
+async def deliveries(endpoint_id: str, principal: ServiceCaller, state: StateDep, page=PageParams):
+    """The endpoint's deliveries, newest first (one made between two reads goes on top: later pages shift by one)."""
+    listed, total = await service.deliveries(state, principal.project_id, endpoint_id, page.offset, page.size)
+    return {
+        "results": [service.delivery_json(delivery) for delivery in listed],
+        "total_count": total,
+        "next_page": page.next_page(total),
+    }
 
 
 @router.post(

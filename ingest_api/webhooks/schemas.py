@@ -40,6 +40,12 @@ class EndpointAnswer(Answer):
     created_at: str = timestamp("When it was created")
 
 
+class EndpointsPage(Answer):
+    results: list[EndpointAnswer] = Field(description="The page's endpoints, oldest first")
+    total_count: int = text("How many endpoints the project has (at most 20)", 1)
+    next_page: int | None = text("The next page, null on the last", None)
+
+
 class EndpointWithSecret(EndpointAnswer):
     secret: str = text(
         "Its signing secret (Standard Webhooks), answered only at creation and rotation", "whsec_" + "A" * 43 + "="
@@ -77,10 +83,8 @@ class DeliveriesPage(Answer):
         description=f"The page's deliveries, newest first. Finished ones are kept {RETAIN_MS // 86_400_000} days, "
         f"and at most the newest {RETAIN_PER_ENDPOINT:,} of the endpoint"
     )
-    next_before: str | None = text(
-        "Send it as `before` for the next page; null on the last",
-        "MTc5NTMzODcyMzEyMzptc2dfOGQyZjZhMWMwYjllNGQ3ZjNhNWM2ZThiMWQwZjJhNGM",
-    )
+    total_count: int = text("How many deliveries the endpoint holds", 1)
+    next_page: int | None = text("The next page, null on the last", None)
 
 
 class Deleted(Answer):

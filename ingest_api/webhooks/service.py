@@ -1,9 +1,6 @@
 """Webhook endpoints (API.md §10): created with a secret shown once, read, changed, deleted, their secret rotated,
 a test message sent now, and their deliveries listed and sent again. Knows nothing of HTTP."""
 
-import base64
-import binascii
-import re
 import socket
 import uuid
 from datetime import UTC, datetime
@@ -20,8 +17,6 @@ from rewards.domain.webhooks import TEST_EVENT, Attempt, Endpoint, EndpointNotFo
 from rewards.ports import StateStore, WebhookSender, WebhookStore
 
 RESOLVE_S = 2.0  # a save waits this long for the host's addresses at most
-# A deliveries cursor, decoded: the (created_ms, id) of the last delivery of the page before.
-_CURSOR = re.compile(r"([0-9]{1,15}):([A-Za-z0-9_-]{1,64})")
 
 
 class DeliveryNotFound(DomainError):
@@ -29,11 +24,6 @@ class DeliveryNotFound(DomainError):
 
     def __init__(self) -> None:
         super().__init__("Webhook delivery not found")
-
-
-class InvalidCursor(DomainError):
-    def __init__(self) -> None:
-        super().__init__("before must be a next_before this listing answered")
 
 
 async def check_url(url: str, allow_private: bool) -> str:
@@ -117,14 +107,11 @@ async def delete(state: StateStore, project_id: str, endpoint_id: str) -> None:
 
 
 async def deliveries(
-    state: StateStore, project_id: str, endpoint_id: str, size: int, before: str | None
-) -> tuple[list[Delivery], str | None]:
-    """A page of the endpoint's deliveries, newest first, and the cursor of the next (None on the last). Paged by a
-    key, not an offset (the queue reads "before" a delivery): a page stays put while newer deliveries arrive."""
+    state: StateStore, project_id: str, endpoint_id: str, offset: int, limit: int
+) -> tuple[list[Delivery], int]:
+    """A page of the endpoint's deliveries, newest first, and how many it holds."""
     await get(state, project_id, endpoint_id)
-    listed = await state.list_deliveries(project_id, endpoint_id, size + 1, parse_cursor(before) if before else None)
-    page = listed[:size]
-    return page, cursor(page[-1]) if len(listed) > size else None
+    return await state.list_deliveries(project_id, endpoint_id, offset, limit)
 
 
 async def redeliver(state: StateStore, project_id: str, endpoint_id: str, delivery_id: str) -> Delivery:
@@ -133,21 +120,6 @@ async def redeliver(state: StateStore, project_id: str, endpoint_id: str, delive
     if (delivery := await state.redeliver(project_id, endpoint_id, delivery_id, now_ms())) is None:
         raise DeliveryNotFound()
     return delivery
-
-
-def cursor(delivery: Delivery) -> str:
-    """Opaque to clients (base64url of `created_ms:id`): what they send back as `before`."""
-    return base64.urlsafe_b64encode(f"{delivery.created_ms}:{delivery.id}".encode()).decode().rstrip("=")
-
-
-def parse_cursor(text: str) -> tuple[int, str]:
-    try:
-        decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("ascii")
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidCursor() from exc
-    if (match := _CURSOR.fullmatch(decoded)) is None:
-        raise InvalidCursor()
-    return int(match[1]), match[2]
 
 
 def delivery_json(delivery: Delivery) -> dict:

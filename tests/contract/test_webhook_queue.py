@@ -153,19 +153,18 @@ async def test_settle_records_each_attempt_and_when_its_endpoint_began_failing(s
     assert await store.settle([], t4) == {}
 
 
-async def test_list_is_newest_first_paged_by_before(store: WebhookQueue, pid: str, endpoints):
+async def test_list_is_newest_first_paged_by_offset_with_the_total(store: WebhookQueue, pid: str, endpoints):
     e = endpoints()
     made = [delivery(pid, e, n, at=T0 + 1000 * (n // 3)) for n in range(8)]  # three at each time: ordered by id
     await store.enqueue(made)
     newest_first = sorted(made, key=lambda d: (d.created_ms, d.id), reverse=True)
-    pages, before = [], None
-    while page := await store.list_deliveries(pid, e, 3, before):
-        pages.append(ids(page))
-        before = (page[-1].created_ms, page[-1].id)
-    assert [len(page) for page in pages] == [3, 3, 2]
-    assert [i for page in pages for i in page] == ids(newest_first)
-    assert (await store.list_deliveries(pid, e, 100))[0] == newest_first[0]
-    assert await store.list_deliveries(pid, endpoints(), 10) == []
+    pages = [await store.list_deliveries(pid, e, offset, 3) for offset in (0, 3, 6, 9)]
+    assert [total for _, total in pages] == [8, 8, 8, 8]
+    assert [len(page) for page, _ in pages] == [3, 3, 2, 0]
+    assert [i for page, _ in pages for i in ids(page)] == ids(newest_first)
+    assert await store.list_deliveries(pid, e, 7, 100) == ([newest_first[7]], 8)
+    assert (await store.list_deliveries(pid, e, 0, 100))[0][0] == newest_first[0]
+    assert await store.list_deliveries(pid, endpoints(), 0, 10) == ([], 0)
 
 
 async def test_get_and_redeliver(store: WebhookQueue, pid: str, endpoints):
@@ -194,13 +193,14 @@ async def test_forget_endpoint_lets_all_of_it_go(store: WebhookQueue, pid: str, 
     leased = mine(await lease(store, now=T0), e)
     assert await store.settle([after_attempt(leased[0], False, 500, None, T0)], T0) == {e: T0}
     await store.forget_endpoint(pid, e)
-    assert await store.list_deliveries(pid, e, 10) == [] and await store.get_delivery(pid, e, leased[0].id) is None
+    assert await store.list_deliveries(pid, e, 0, 10) == ([], 0)
+    assert await store.get_delivery(pid, e, leased[0].id) is None
     assert await store.pending_deliveries() == pending - 3
     assert mine(await lease(store), e) == []
     late = after_attempt(leased[1], False, 500, None, T0 + 1)  # an attempt in flight when it was deleted
     assert await store.settle([late], T0 + 1) == {e: None}  # neither the delivery nor its failing made again
     assert await store.get_delivery(pid, e, late.id) is None and await store.enqueue([delivery(pid, e, 7)]) == 1
-    assert len(await store.list_deliveries(pid, kept, 10)) == 1
+    assert len((await store.list_deliveries(pid, kept, 0, 10))[0]) == 1
     await store.forget_endpoint(pid, "wh_never")
 
 
@@ -213,7 +213,8 @@ async def test_sweep_lets_old_finished_deliveries_go_not_pending_ones(store: Web
     await store.settle([*attempted, after_attempt(leased[old_pending.id], False, 500, None, T0 + 5000)], T0 + 5000)
     assert await store.sweep_deliveries(T0 + RETAIN_MS) == 0  # (created exactly RETAIN_MS ago: kept)
     assert await store.sweep_deliveries(T0 + RETAIN_MS + 1) == 1
-    assert set(ids(await store.list_deliveries(pid, e, 10))) == {old_pending.id, young_done.id}
+    listed, total = await store.list_deliveries(pid, e, 0, 10)
+    assert set(ids(listed)) == {old_pending.id, young_done.id} and total == 2
     assert await store.sweep_deliveries(T0 + RETAIN_MS + 1) == 0
     assert ids(await lease(store)) == [old_pending.id]  # the sweep did not hide it
 
@@ -228,8 +229,8 @@ async def test_an_endpoint_keeps_its_newest_finished_deliveries(store: WebhookQu
     settled = [after_attempt(d, d.created_ms != T0, 200 if d.created_ms != T0 else 500, None, T0 + 20) for d in leased]
     await store.settle(settled[:4], T0 + 20)
     await store.settle(settled[4:], T0 + 20)
-    listed = await store.list_deliveries(pid, e, 10)
-    assert ids(listed) == [*ids(reversed(made[4:])), made[0].id]  # the oldest, pending, is never let go
+    listed, total = await store.list_deliveries(pid, e, 0, 10)
+    assert total == 4 and ids(listed) == [*ids(reversed(made[4:])), made[0].id]  # the oldest, pending, is never let go
     assert listed[-1].status == PENDING_DELIVERY
 
 
@@ -237,7 +238,7 @@ async def test_projects_see_only_their_own(store: WebhookQueue, pid: str, other_
     theirs = endpoints(other_pid)
     made = delivery(other_pid, theirs, 1)
     await store.enqueue([made])
-    assert await store.list_deliveries(pid, theirs, 10) == []
+    assert await store.list_deliveries(pid, theirs, 0, 10) == ([], 0)
     assert await store.get_delivery(pid, theirs, made.id) is None
     assert await store.redeliver(pid, theirs, made.id, T0) is None
     await store.forget_endpoint(pid, theirs)

@@ -41,7 +41,7 @@ def test_an_endpoint_is_created_read_changed_rotated_and_deleted(api: Api):
                                                                   "our backend")  # fmt: skip
     shown = api.get(f"/webhooks/{made['id']}").json()
     assert "secret" not in shown and shown == {k: v for k, v in made.items() if k != "secret"}
-    assert [e["id"] for e in api.get("/webhooks").json()] == [made["id"]]
+    assert api.get("/webhooks").json() == {"results": [shown], "total_count": 1, "next_page": None}
     changed = api.patch(f"/webhooks/{made['id']}", json={"enabled": False, "description": None})
     assert changed.status_code == 200 and (changed.json()["enabled"], changed.json()["description"]) == (False, None)
     rotated = api.post(f"/webhooks/{made['id']}/rotate-secret").json()
@@ -107,7 +107,8 @@ def held(api: Api, endpoint_id: str, subject: str, created_ms: int) -> Delivery:
 
 def test_a_fresh_endpoint_has_no_deliveries_and_what_is_unknown_is_404(server, api: Api):
     made = create(api)
-    assert api.get(f"/webhooks/{made['id']}/deliveries").json() == {"results": [], "next_before": None}
+    empty = {"results": [], "total_count": 0, "next_page": None}
+    assert api.get(f"/webhooks/{made['id']}/deliveries").json() == empty
     assert error_of(api.get("/webhooks/wh_000000000000000000000000/deliveries"), 404) == "Webhook endpoint not found"
     redeliver = f"/webhooks/{made['id']}/deliveries/msg_{'0' * 32}/redeliver"
     assert error_of(api.post(redeliver), 404) == "Webhook delivery not found"
@@ -120,11 +121,21 @@ def test_a_fresh_endpoint_has_no_deliveries_and_what_is_unknown_is_404(server, a
         assert error_of(theirs.post(redeliver), 404) == "Webhook endpoint not found"
 
 
-@pytest.mark.parametrize("params", [{"page_size": 0}, {"page_size": 101}, {"before": "not-a-cursor"},
-                                    {"before": "MTIz"}])  # fmt: skip
-def test_deliveries_page_bounds_are_400(api: Api, params: dict):
+@pytest.mark.parametrize("params", [{"page_size": 0}, {"page_size": 101}, {"page": 0}, {"page": "one"}])
+def test_page_bounds_are_400(api: Api, params: dict):
     made = create(api)
+    assert api.get("/webhooks", params=params).status_code == 400
     assert api.get(f"/webhooks/{made['id']}/deliveries", params=params).status_code == 400
+
+
+def test_endpoints_are_listed_oldest_first_in_pages(api: Api):
+    made = [create(api)["id"] for _ in range(3)]
+    first = api.get("/webhooks", params={"page_size": 2}).json()
+    assert ([e["id"] for e in first["results"]], first["total_count"], first["next_page"]) == (made[:2], 3, 2)
+    last = api.get("/webhooks", params={"page": 2, "page_size": 2}).json()
+    assert ([e["id"] for e in last["results"]], last["total_count"], last["next_page"]) == (made[2:], 3, None)
+    assert api.get("/webhooks", params={"page": 3, "page_size": 2}).json() == {
+        "results": [], "total_count": 3, "next_page": None}  # fmt: skip
 
 
 def test_deliveries_are_listed_newest_first_in_pages_redelivered_and_gone_with_their_endpoint(server, api: Api):
@@ -134,15 +145,17 @@ def test_deliveries_are_listed_newest_first_in_pages_redelivered_and_gone_with_t
     assert run_async(on_state(server, lambda state: state.enqueue(deliveries))) == 3
     path = f"/webhooks/{made['id']}/deliveries"
     first = api.get(path, params={"page_size": 2}).json()
-    assert [d["id"] for d in first["results"]] == [deliveries[2].id, deliveries[1].id] and first["next_before"]
+    assert [d["id"] for d in first["results"]] == [deliveries[2].id, deliveries[1].id]
+    assert (first["total_count"], first["next_page"]) == (3, 2)
     assert first["results"][0] == {
         "id": deliveries[2].id, "event_type": "reward.earned", "status": "pending", "attempts": 3,
         "last_status_code": 503, "last_error": "answered 503",
         "next_attempt_at": format_timestamp(deliveries[2].next_attempt_ms),
         "created_at": format_timestamp(deliveries[2].created_ms),
     }  # fmt: skip
-    last = api.get(path, params={"page_size": 2, "before": first["next_before"]}).json()
-    assert [d["id"] for d in last["results"]] == [deliveries[0].id] and last["next_before"] is None
+    last = api.get(path, params={"page": 2, "page_size": 2}).json()
+    assert [d["id"] for d in last["results"]] == [deliveries[0].id]
+    assert (last["total_count"], last["next_page"]) == (3, None)
     assert [d["id"] for d in api.get(path).json()["results"]] == [d.id for d in reversed(deliveries)]
 
     before = now_ms()
@@ -159,8 +172,8 @@ def test_deliveries_are_listed_newest_first_in_pages_redelivered_and_gone_with_t
 
     assert api.delete(f"/webhooks/{made['id']}").status_code == 200
     assert error_of(api.get(path), 404) == "Webhook endpoint not found"
-    gone = run_async(on_state(server, lambda state: state.list_deliveries(api.project_id, made["id"], 10)))
-    assert gone == []
+    gone = run_async(on_state(server, lambda state: state.list_deliveries(api.project_id, made["id"], 0, 10)))
+    assert gone == ([], 0)
 
 
 class _Receiver(http.server.ThreadingHTTPServer):

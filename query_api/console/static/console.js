@@ -210,15 +210,16 @@
       fillRows($("#webhook-deliveries"), [], "–");
       return;
     }
+    const listed = endpoints.body.results; // the first page (25) holds them all: a project has at most 20
     fillRows(
       $("#webhooks"),
-      endpoints.body.map((e) => [
+      listed.map((e) => [
         cell(shortText(e.url, 40)), cell(e.events.join(", "), "wrap"), cell(e.enabled ? "yes" : "no"), cell(when(e.created_at)),
       ]),
       "No endpoint: the project's backend polls"
     );
     const pages = await Promise.all(
-      endpoints.body.map((e) => api(`/webhooks/${encodeURIComponent(e.id)}/deliveries`, { page_size: DELIVERIES_SHOWN }))
+      listed.map((e) => api(`/webhooks/${encodeURIComponent(e.id)}/deliveries`, { page_size: DELIVERIES_SHOWN }))
     );
     // An endpoint deleted since it was listed (404) has nothing to show; another failure is said.
     const failed = pages.find((a) => !a.ok && a.status !== 404);
@@ -228,14 +229,14 @@
     }
     fillRows(
       $("#webhook-deliveries"),
-      endpoints.body.flatMap((e, i) =>
+      listed.flatMap((e, i) =>
         (pages[i].ok ? pages[i].body.results : []).map((d) => [
           cell(when(d.created_at)), cell(shortText(e.url, 24)), cell(d.event_type), cell(d.status),
           cell(d.attempts, "num"), cell(d.last_status_code === null ? "–" : d.last_status_code, "num"),
           cell(d.last_error || "–", "wrap"),
         ])
       ),
-      endpoints.body.length ? "No delivery yet" : "–"
+      listed.length ? "No delivery yet" : "–"
     );
   }
 

@@ -67,17 +67,21 @@ class SqliteWebhookQueue(SqliteStateBase):
         return await self._db.run(settle) if deliveries else {}
 
     async def list_deliveries(
-        self, project_id: str, endpoint_id: str, limit: int, before: tuple[int, str] | None = None
-    ) -> list[Delivery]:
-        after, args = ("AND (created_ms, id) < (?, ?) ", (*before,)) if before is not None else ("", ())
-        rows = await self._db.run(
-            lambda c: c.execute(
-                f"SELECT {_COLUMNS} FROM webhook_deliveries WHERE project_id = ? AND endpoint_id = ? {after}"
-                "ORDER BY created_ms DESC, id DESC LIMIT ?",
-                (project_id, endpoint_id, *args, limit),
+        self, project_id: str, endpoint_id: str, offset: int, limit: int
+    ) -> tuple[list[Delivery], int]:
+        """The page and the count in one transaction, so they agree (both read webhook_deliveries_by_time)."""
+
+        def page(c: sqlite3.Connection) -> tuple[list[sqlite3.Row], int]:
+            where = "WHERE project_id = ? AND endpoint_id = ?"
+            rows = c.execute(
+                f"SELECT {_COLUMNS} FROM webhook_deliveries {where} ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?",
+                (project_id, endpoint_id, limit, offset),
             ).fetchall()
-        )
-        return [_delivery(row) for row in rows]
+            total = c.execute(f"SELECT count(*) FROM webhook_deliveries {where}", (project_id, endpoint_id)).fetchone()
+            return rows, total[0]
+
+        rows, total = await self._db.run(page)
+        return [_delivery(row) for row in rows], total
 
     async def get_delivery(self, project_id: str, endpoint_id: str, delivery_id: str) -> Delivery | None:
         row = await self._db.run(lambda c: _read(c, project_id, endpoint_id, delivery_id))

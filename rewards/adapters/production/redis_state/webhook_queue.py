@@ -102,15 +102,14 @@ class RedisWebhookQueue(RedisStateBase):
         return {endpoint: since for failing, _ in answers for endpoint, since in failing.items()}
 
     async def list_deliveries(
-        self, project_id: str, endpoint_id: str, limit: int, before: tuple[int, str] | None = None
-    ) -> list[Delivery]:
-        if limit <= 0:
-            return []
+        self, project_id: str, endpoint_id: str, offset: int, limit: int
+    ) -> tuple[list[Delivery], int]:
+        """The page and the count in one script (webhook_page), so they agree."""
         k = ProjectKeys(project_id)
         keys = [k.webhook_deliveries(), k.webhook_due(endpoint_id), k.webhook_log(endpoint_id)]
-        start = "+" if before is None else _member(*before)
-        page = await self._scripts.webhook_page(keys=keys, args=[start, limit])
-        return [_from_document(document, due) for document, due in zip(page[::2], page[1::2], strict=True)]
+        answer = await self._scripts.webhook_page(keys=keys, args=[offset, limit])
+        page = answer[1:]
+        return [_from_document(document, due) for document, due in zip(page[::2], page[1::2], strict=True)], answer[0]
 
     async def get_delivery(self, project_id: str, endpoint_id: str, delivery_id: str) -> Delivery | None:
         found = await self._get(project_id, endpoint_id, delivery_id)

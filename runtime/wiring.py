@@ -133,8 +133,41 @@ async def open_log(url: str, settings: Settings, state: StateStore) -> tuple[Eve
         except BaseException:
             await log.close()
             raise
+        if hasattr(state, "take_over_owner") and (previous := await state.take_over_owner(log.owner)):
+            _background(retire_predecessor(state, lag, previous))
         return log, Backpressure(lag, settings.max_backlog, owns_source=True)
     raise UnknownEngine(f"no event log for {scheme!r} URLs (outbox:, kafka:)")
+
+
+RETIRE_WAIT_S = 10.0  # for the workers to write what a dead predecessor published, at most
+RETIRE_POLL_S = 0.2
+_retiring: set[asyncio.Task] = set()
+
+
+async def retire_predecessor(state, lag, epoch: str) -> None:
+    """The ingest process that held this one's Kafka transactional ids before it (epoch `epoch`) is dead, and its
+    open transactions were aborted when this one's producers started (fenced): its claims left pending may be taken
+    over (rewards.adapters.production.redis_state.ingest). First wait, a little, for the workers to write what it
+    had published (then a retry of its batch finds those events duplicates); past RETIRE_WAIT_S retire it all the
+    same: a record published twice is written once (stream_workers.written), so a take-over never counts twice."""
+    import structlog
+
+    log = structlog.get_logger(__name__)
+    deadline = asyncio.get_running_loop().time() + RETIRE_WAIT_S
+    try:
+        ends = await lag.ends()
+        while asyncio.get_running_loop().time() < deadline and not await lag.written_up_to(ends):
+            await asyncio.sleep(RETIRE_POLL_S)
+    except Exception as exc:  # the wait is a courtesy: retire anyway
+        log.warning("waiting for the workers before retiring the dead ingest process failed", error=repr(exc))
+    await state.retire_epoch(epoch)
+    log.info("the dead ingest process's pending claims may be taken over", epoch=epoch)
+
+
+def _background(coroutine) -> None:
+    task = asyncio.create_task(coroutine)
+    _retiring.add(task)
+    task.add_done_callback(_retiring.discard)
 
 
 async def open_limiter(state_url: str, settings: Settings) -> RateLimiter:

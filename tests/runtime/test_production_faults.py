@@ -251,3 +251,39 @@ def test_workers_serve_prometheus_metrics(api, production_server):
     metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     delivered = re.search(r"^rewards_worker_deliveries_total (\S+)$", metrics, re.MULTILINE)
     assert delivered is not None and float(delivered.group(1)) >= 1
+
+
+def test_a_batch_left_in_flight_by_a_killed_ingest_process_is_taken_over_once_it_restarts(api, production_server):
+    """Its claims are pending (here planted under its epoch, as a batch it was publishing when killed): the surviving
+    process answers 503 while they are, and 200 seconds after the killed one restarts and fences its transactions,
+    not when the claims lapse a minute later (PENDING_TTL_S)."""
+    import uuid
+
+    import redis
+
+    instance = f"takeover-{uuid.uuid4().hex[:8]}"
+    env = {**production_server.env, "REWARDS_INGEST_INSTANCE": instance}
+    port = free_port()
+    command = [sys.executable, "-m", "rewards", "ingest-api", "--port", str(port)]
+    killed = subprocess.Popen(command, env=env)
+    client = redis.Redis.from_url(production_server.env["REDIS_URL"], decode_responses=True)
+    restarted = None
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", [killed])
+        epoch = client.get(f"rw:ingest_owner:rewards-ingest-{instance}-0")
+        client.set(f"rw:{{{api.project_id}}}:dedup:k-1", f"pending:{epoch}.in-flight", px=60_000)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        batch = {"events": [event("k-1"), event("k-2")]}
+        assert api.post("/events/batch", json=batch).status_code == 503  # in flight on the dead process
+        started = time.monotonic()
+        restarted = subprocess.Popen(command, env=env)
+        wait_healthy(f"http://127.0.0.1:{port}", [restarted])
+        while (answer := api.post("/events/batch", json=batch)).status_code == 503 and time.monotonic() - started < 30:
+            time.sleep(0.2)
+        assert answer.status_code == 200 and answer.json() == {"ingested_events": 2}
+        assert time.monotonic() - started < 30  # not the claim's lapse (60 s)
+        api.wait_processed("k-1", "k-2", timeout_s=30)
+    finally:
+        client.close()
+        stop_processes([killed, restarted])

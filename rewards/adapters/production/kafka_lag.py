@@ -72,6 +72,20 @@ class KafkaLag:
             lag += max(ends[tp] - offset, 0)
         return lag
 
+    async def ends(self) -> dict[TopicPartition, int]:
+        """Each partition's last stable offset now (read_committed: the end of what is decided)."""
+        async with asyncio.timeout(MEASURE_TIMEOUT_S):
+            tps = await on_live_broker(self._partitions)
+            return await self._consumer.end_offsets(tps) if tps else {}
+
+    async def written_up_to(self, ends: dict[TopicPartition, int]) -> bool:
+        """Whether the workers have written every record before `ends`. Every producer of the topic is transactional,
+        so the offset just before a last stable offset is a transaction's marker, never a record: a group committed
+        at `end - 1` (a delivery's last record + 1) has written all before it."""
+        async with asyncio.timeout(MEASURE_TIMEOUT_S):
+            committed = await on_live_broker(lambda: self._committed(list(ends)))
+        return all(end <= 0 or committed[tp].offset >= end - 1 for tp, end in ends.items())
+
     async def close(self) -> None:
         await self._consumer.stop()
         await self._admin.close()

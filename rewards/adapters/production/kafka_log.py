@@ -124,6 +124,7 @@ class KafkaEventLog:
     def __init__(self, slots: list[_Slot], index: ProcessIndex | None = None):
         self._slots = slots
         self._index = index  # holds this log's process index
+        self.owner: str | None = None  # its transactional ids' prefix
         self._keeper: asyncio.Task | None = None
         self._waiting: asyncio.Queue[_Publish] = asyncio.Queue()
         self._committers: list[asyncio.Task] = []
@@ -138,6 +139,7 @@ class KafkaEventLog:
         index = ProcessIndex.claim(instance)
         prefix = f"rewards-ingest-{instance}-{index.index}"
         event_log = cls([_Slot(bootstrap, f"{prefix}-{i}") for i in range(pool_size)], index)
+        event_log.owner = prefix  # what a restarted process of this index fences (runtime.wiring.retire_predecessor)
         log.info("kafka transactional ids", transactional_ids=f"{prefix}-{{0..{pool_size - 1}}}")
         # Start them all now: a broker that is unreachable at start-up fails the process at once.
         results = await asyncio.gather(*(slot.ready() for slot in event_log._slots), return_exceptions=True)

@@ -93,6 +93,10 @@ a time. (tests/adapters/test_redis_cluster.py checks that every command the stor
     rw:outbox_projects                   zset    project_id → last touched (ms, Redis time): the projects whose
                                                  outbox the relay reads (rewards.adapters.production.outbox_relay)
     rw:keys:ack:<uuid>                   list    the processes that applied one key change (a few seconds' TTL)
+    rw:ingest_owner:<owner>              string  the epoch of the ingest process now holding these Kafka transactional
+                                                 ids (<owner>: their prefix); what its successor retires
+    rw:retired_epoch:<epoch>             string  "1": that ingest process is dead and what it published is written;
+                                                 its pending claims may be taken over (TTL 2 × PENDING_TTL_S)
     rw:keys:changes                      channel key changes, published to every process (not a key)
 
 <user> is `<identifier_type>:<identifier>`; identifier types never contain a colon. <US> is the unit separator, U+001F.
@@ -120,6 +124,14 @@ def api_key(key_id: str) -> str:
 
 def outbox_projects() -> str:
     return f"{PREFIX}:outbox_projects"
+
+
+def ingest_owner(owner: str) -> str:
+    return f"{PREFIX}:ingest_owner:{owner}"
+
+
+def retired_epoch(epoch: str) -> str:
+    return f"{PREFIX}:retired_epoch:{epoch}"
 
 
 WEBHOOK_SLOT = "{webhooks}"  # the global index of webhook endpoints with deliveries: one slot of its own

@@ -3,10 +3,18 @@ block ends (the package says why a change is seen before), concurrent readers se
 
 - ingest: claims are *pending* until the block exits, and pending ids read as not found; an
   overlapping request gets BatchInFlight until then (at most PENDING_TTL_S).
+
+A claim's token names the process that made it (`<epoch>.<uuid>`, the epoch drawn at each start). An ingest process
+killed mid-batch leaves its claims pending; once its restarted successor has fenced its Kafka transactions (final
+then: committed or aborted) and the workers have written everything up to that point, the successor retires the dead
+epoch (runtime.wiring.retire_predecessor), and a request meeting a claim of a retired epoch takes it over at once:
+the claim's events were written if they were published, so the archive's check of the fresh ids finds them, and
+otherwise they are new. Without this, a producer retrying the batch met 503s until the claims lapsed (PENDING_TTL_S).
 """
 
 import asyncio
 import re
+import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -29,6 +37,7 @@ log = structlog.get_logger(__name__)
 
 PENDING_TTL_S = 60  # a claimed batch must be published and committed within this, or its claim lapses
 IDEMPOTENCY_TTL_S = 24 * 3600
+RETIRED_TTL_S = 2 * PENDING_TTL_S  # a retired epoch is remembered past the lapse of every claim it made
 COMMIT_RETRIES_S = (0.05, 0.25, None)  # a batch's commit in Redis: the pause after each failed try (None: give up)
 _KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
 
@@ -73,6 +82,7 @@ class RedisIngestStore(RedisStateBase):
         archive: DedupArchive | None = None,
     ):
         super().__init__(redis)
+        self.epoch = secrets.token_hex(6)  # this process's: every claim it makes names it
         self._archive = archive
         self._window_s = dedup_window_s
         hot = dedup_window_s if hot_window_s is None else min(hot_window_s, dedup_window_s)
@@ -86,7 +96,7 @@ class RedisIngestStore(RedisStateBase):
         users_and_names: list[tuple[User, str]],
         idempotency: tuple[str, str] | None,
     ):
-        k, token = ProjectKeys(project_id), uuid.uuid4().hex
+        k, token = ProjectKeys(project_id), f"{self.epoch}.{uuid.uuid4().hex}"
         idem_key, body_hash = idempotency or ("", "")
         dedup_keys = [k.dedup(d) for d in dedup_ids]
         claimed: list[str] = dedup_keys  # until the claim answers, any of them may be ours
@@ -145,9 +155,10 @@ class RedisIngestStore(RedisStateBase):
         self, idem: str, dedup_keys: list[str], dedup_ids: list[str], token: str, idempotency: tuple[str, str] | None
     ) -> IngestClaim:
         body_hash = "" if idempotency is None else idempotency[1]
-        result = await self._scripts.claim_batch(
-            keys=[idem, *dedup_keys], args=[token, _ms(PENDING_TTL_S), "0" if idempotency is None else "1", body_hash]
-        )
+        args = [token, _ms(PENDING_TTL_S), "0" if idempotency is None else "1", body_hash]
+        result = await self._scripts.claim_batch(keys=[idem, *dedup_keys], args=args)
+        if result[0] == "busy" and await self._take_over_retired(idem, dedup_keys, result[2]):
+            result = await self._scripts.claim_batch(keys=[idem, *dedup_keys], args=args)
         match result[0]:
             case "conflict":
                 raise IdempotencyKeyReused("Idempotency-Key has already been used with a different body")
@@ -156,6 +167,30 @@ class RedisIngestStore(RedisStateBase):
             case "busy":
                 raise BatchInFlight([dedup_ids[i] for i in result[1]])
         return IngestClaim(fresh=list(result[1]))
+
+    async def _take_over_retired(self, idem: str, dedup_keys: list[str], tokens: list[str]) -> bool:
+        """Release the claims of `tokens` (the batch's other claimants) if every one was made by a retired process:
+        True when they were (the claim may then be made again)."""
+        epochs = {token.partition(".")[0] for token in tokens}
+        if not tokens or "" in tokens or not all(await asyncio.gather(*(self._retired(e) for e in epochs))):
+            return False
+        for token in tokens:
+            await self._scripts.abort_batch(keys=[idem, *dedup_keys], args=[token])
+        log.info("claims of a retired ingest process taken over", epochs=sorted(epochs))
+        return True
+
+    async def _retired(self, epoch: str) -> bool:
+        return bool(epoch) and await self._redis.exists(redis_keys.retired_epoch(epoch)) == 1
+
+    async def take_over_owner(self, owner: str) -> str | None:
+        """Record this process as `owner`'s current one (its Kafka transactional ids): the epoch of the process that
+        was it before (the one this process fenced), if any."""
+        return await self._redis.set(redis_keys.ingest_owner(owner), self.epoch, get=True)
+
+    async def retire_epoch(self, epoch: str) -> None:
+        """The process of `epoch` is dead, its transactions are final and the workers wrote everything it published:
+        its pending claims may be taken over."""
+        await self._redis.set(redis_keys.retired_epoch(epoch), "1", ex=RETIRED_TTL_S)
 
     async def event_status(self, project_id: str, dedup_id: str) -> str | None:
         """Past the hot window, the archive answers; an id Redis still has `accepted` is asked of it too (its

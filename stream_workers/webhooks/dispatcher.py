@@ -38,6 +38,10 @@ ATTEMPT_SECONDS = Histogram("rewards_webhook_attempt_seconds", "Time of one webh
 DISABLED = Counter("rewards_webhook_endpoints_disabled_total", "Endpoints disabled (410, or 5 days of failures)")
 FAILURES = Counter("rewards_webhook_dispatcher_failures_total", "Dispatcher steps that failed and will be retried",
                    ["step"])  # fmt: skip
+SKIPPED = Counter(
+    "rewards_webhook_records_skipped_total",
+    "Records whose webhook events could not be made after retries (logged with the project)",
+)
 PENDING = Gauge("rewards_webhook_deliveries_pending", "Webhook deliveries waiting to be sent (every project)")
 
 MAX_DELIVERIES = 50  # log deliveries per read
@@ -49,6 +53,7 @@ ENDPOINTS_FRESH_S = 2.0  # a project's endpoints are read again after this (a ch
 SWEEP_EVERY_S = 3600.0
 GAUGE_EVERY_S = 10.0
 RETRY_S = 1.0
+MAX_TRIES = 5  # reads of the same records failing in a row before a failing project's records are skipped
 
 
 @dataclass
@@ -109,19 +114,26 @@ class Dispatcher:
     # -- the reader ------------------------------------------------------------------------------------------------
 
     async def read(self, stop: asyncio.Event) -> None:
+        failed_tries = 0  # of the same deliveries in a row
         while not stop.is_set():
             try:
                 deliveries = await self.source.poll(MAX_DELIVERIES, self.settings.poll_timeout_s)
                 for delivery in deliveries:
-                    await self.enqueue(delivery.records)
+                    await self.enqueue(delivery.records, skip_failing=failed_tries >= MAX_TRIES)
                 if deliveries:
                     await self.source.commit(deliveries)
+                failed_tries = 0
             except Exception:  # read again: enqueueing is idempotent
+                failed_tries += 1
                 FAILURES.labels("read").inc()
-                log.exception("reading the log for webhooks failed; retrying")
-                await _pause(stop, RETRY_S)
+                log.exception("reading the log for webhooks failed; retrying", tries=failed_tries)
+                await _pause(stop, RETRY_S * min(failed_tries, 10))
 
-    async def enqueue(self, records: Sequence) -> int:
+    async def enqueue(self, records: Sequence, skip_failing: bool = False) -> int:
+        """Enqueue the deliveries of `records`. `skip_failing` (after MAX_TRIES of the same records): a project whose
+        events cannot be made while the engines answer is skipped, logged and counted, so that one project's bad
+        record never stops every other project's webhooks; otherwise the failure is raised and the records are read
+        again (an engine down loses nothing)."""
         READ.inc(len(records))
         by_project: dict[str, list] = {}
         for record in records:
@@ -129,16 +141,33 @@ class Dispatcher:
                 by_project.setdefault(project_id, []).append(record)
         new = 0
         for project_id, project_records in by_project.items():
-            endpoints = await self.subscriptions.of(project_id)
-            if not endpoints:
-                continue
-            deliveries = await self.events.deliveries(project_id, project_records, endpoints, now_ms())
-            if deliveries:
-                new += await self.state.enqueue(deliveries)
+            try:
+                new += await self._enqueue_project(project_id, project_records)
+            except Exception:
+                if not skip_failing or not await self._engines_answer():
+                    raise  # an engine down: read again later, skip nothing
+                SKIPPED.inc(len(project_records))
+                log.exception("webhook events of a project's records skipped after retries", project=project_id,
+                              records=len(project_records))  # fmt: skip
         if new:
             ENQUEUED.inc(new)
             self._due.set()
         return new
+
+    async def _engines_answer(self) -> bool:
+        try:
+            await self.state.ping()
+            await self.warehouse.query("SELECT 1")
+        except Exception:
+            return False
+        return True
+
+    async def _enqueue_project(self, project_id: str, records: list) -> int:
+        endpoints = await self.subscriptions.of(project_id)
+        if not endpoints:
+            return 0
+        deliveries = await self.events.deliveries(project_id, records, endpoints, now_ms())
+        return await self.state.enqueue(deliveries) if deliveries else 0
 
     # -- the sender ------------------------------------------------------------------------------------------------
 

@@ -8,11 +8,14 @@ console-signin.png, console-health.png, console-payouts.png, console-affiliates.
 console-claims.png, each also 390 px wide (a phone: console-*-390.png); the front page (landing.png, landing-390.png)
 and /docs with the summary tried out (docs-try-it-out.png). The project ends with a blocklisted referrer, budgets in
 points and USDC, a monthly end-user cap that cut a purchase's reward, a refund of half an order, and a reward held for
-approval."""
+approval; its backend's webhook endpoint takes every reward, and a second one answers 503 (retried).
+"""
 
+import http.server
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -39,6 +42,24 @@ CLAIM_HASH = "0x5e1f" + "a7" * 30
 
 # Each referred user's referrer.
 REFERRALS_OF = {user: referrer for referrer, users in REFERRALS.items() for user in users}
+
+
+class _Backend(http.server.BaseHTTPRequestHandler):
+    """The demo project's backend: /rewards takes every message, /crm is down (503)."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200 if self.path == "/rewards" else 503)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def subscribe(shop: Shop, backend: str) -> None:
+    """Webhook endpoints (API.md §10): the pipeline page lists them and their latest deliveries."""
+    for path, events in (("/rewards", ["reward.earned", "reward.reversed"]), ("/crm", ["affiliate.registered"])):
+        shop.ok("POST", "/webhooks", json={"url": f"{backend}{path}", "events": events, "description": path[1:]})
 
 
 def seed(shop: Shop) -> None:
@@ -145,9 +166,12 @@ def main(out_dir: Path = DOCS) -> None:
     if not shutil.which("chromium"):
         sys.exit("no chromium: install Debian's chromium package (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(Path(tmp) / "data").start()
+        server = Server(Path(tmp) / "data", env={"REWARDS_WEBHOOKS_ALLOW_PRIVATE": "1"}).start()
+        backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Backend)
+        threading.Thread(target=backend.serve_forever, daemon=True).start()
         try:
             shop = Shop(server, server.url)
+            subscribe(shop, f"http://127.0.0.1:{backend.server_address[1]}")
             seed(shop)
             eventually(lambda: _ok(200 if _volume(shop, "Alice Martin") != "0" else 0), 30)
             with sync_playwright() as playwright:
@@ -161,6 +185,7 @@ def main(out_dir: Path = DOCS) -> None:
                     print(shot)
                 browser.close()
         finally:
+            backend.shutdown()
             server.stop()
 
 

@@ -536,6 +536,10 @@ class DedupArchive(Protocol):
         """Those of `dedup_ids` first accepted within the last `window_s`: id → `processed` | `failed`.
         Raises ArchiveUnavailable when the warehouse does not answer."""
 
+    async def written_since(self, project_id: str, since_ms: int) -> list[str]:
+        """The event ids written with an acceptance after `since_ms`: what re-feeds an archive filter (Redis
+        restarted: rewards.adapters.production.redis_state.archive_filter)."""
+
     async def close(self) -> None: ...
 
 

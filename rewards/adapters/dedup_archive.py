@@ -26,6 +26,13 @@ WHERE project_id = {project_id:String} AND kind IN {kinds:Array(String)} AND ded
 GROUP BY kind, dedup_id
 """
 
+WRITTEN_SINCE = """
+SELECT DISTINCT dedup_id
+FROM dedup_ids
+WHERE project_id = {project_id:String} AND kind = {kind:String}
+  AND accepted_at > fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')
+"""
+
 
 async def written_among(
     warehouse: Warehouse, project_id: str, keys: Iterable[tuple[str, str]], window_s: float
@@ -61,6 +68,14 @@ class WarehouseDedupArchive:
         except Exception as exc:
             raise ArchiveUnavailable(f"the dedup archive does not answer: {exc}") from exc
         return {dedup_id: status for (_, dedup_id), status in found.items()}
+
+    async def written_since(self, project_id: str, since_ms: int) -> list[str]:
+        params = {"project_id": project_id, "kind": EVENT, "since_ms": since_ms}
+        try:
+            rows = await self._warehouse.query(WRITTEN_SINCE, params)
+        except Exception as exc:
+            raise ArchiveUnavailable(f"the dedup archive does not answer: {exc}") from exc
+        return [row["dedup_id"] for row in rows]
 
     async def close(self) -> None:
         if self._owns:

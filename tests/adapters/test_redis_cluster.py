@@ -97,6 +97,9 @@ class KnownArchive:
     async def known_among(self, project_id, dedup_ids, window_s):
         return {d: "processed" for d in dedup_ids if d in self.known}
 
+    async def written_since(self, project_id, since_ms):
+        return sorted(self.known)
+
     async def close(self):
         pass
 
@@ -197,6 +200,9 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
                 raise Boom
         await store.mark_processed(project, ["s-1"])
         assert await store.processed_among(project, ["s-1", "s-2"]) == {"s-1"}
+        await store._redis.hset(ProjectKeys(project).archive_filter(), "run", "another-instance")  # (a restart)
+        assert (await ingest(store, project, *batch("s-4", "s-9"))).fresh == [0]  # the archive filter: re-fed
+        await store._filter.settled()
         assert await store.event_status(project, "s-2") == "accepted"
         async with store.reverse(project, [Reversal("s-1", "refund", Decimal("0.5"))], now_ms()):  # ReversalStore
             pass

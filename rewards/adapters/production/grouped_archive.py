@@ -70,5 +70,8 @@ class GroupedArchive:
             self._waiting.pop(group, None)
         return taken
 
+    async def written_since(self, project_id: str, since_ms: int) -> list[str]:
+        return await self._archive.written_since(project_id, since_ms)  # (rare: a re-feed after a Redis restart)
+
     async def close(self) -> None:
         await self._archive.close()

@@ -26,6 +26,11 @@ a time. (tests/adapters/test_redis_cluster.py checks that every command the stor
     rw:{p}:dedup:<dedup_id>              string  accepted | processed | failed | pending:<token>; TTL: the claim's
                                                  while pending, the dedup window once accepted, the hot window
                                                  once processed or failed (never past the dedup window)
+    rw:{p}:af                            hash    the archive filter's state (redis_state.archive_filter): run (the
+                                                 Redis run_id it was fed on), last, cover (since when it holds every
+                                                 written id), g, g_start, g_subs, g_n (its current generation), p_subs
+    rw:{p}:af:<generation>:<n>           string  a sub-filter: a Bloom filter of 2^(20+n) bits of event ids written to
+                                                 `dedup_ids` (TTL: 3 dedup windows from its generation's start)
     rw:{p}:user_events:<user>            set     event names the user has sent (TTL: the dedup window after
                                                  the user's last event)
     rw:{p}:idem:<Idempotency-Key>        hash    body_hash, token (while pending) or response (24 h TTL)
@@ -178,6 +183,10 @@ class ProjectKeys:
 
     def dedup(self, dedup_id: str) -> str:
         return self._key("dedup", dedup_id)
+
+    def archive_filter(self) -> str:
+        """The archive filter's state; its sub-filters are this key with `:<generation>:<n>` (named by its scripts)."""
+        return self._key("af")
 
     def user_events(self, user: User) -> str:
         return self._key("user_events", user_field(user))

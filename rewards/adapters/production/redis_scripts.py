@@ -68,6 +68,8 @@ class Scripts:
     commit_batch: AsyncScript
     abort_batch: AsyncScript
     mark_processed: AsyncScript
+    archive_filter_check: AsyncScript
+    archive_filter_refeed: AsyncScript
     release_claims: AsyncScript
     register_claim_checks: AsyncScript
     update_claim_checks: AsyncScript

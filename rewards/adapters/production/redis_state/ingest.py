@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rewards.adapters.production import redis_keys
 from rewards.adapters.production.redis_client import RedisClient, is_cluster
 from rewards.adapters.production.redis_keys import ProjectKeys
+from rewards.adapters.production.redis_state.archive_filter import ArchiveFilter
 from rewards.adapters.production.redis_state.base import RedisStateBase, _applied, _ms, _try_undo
 from rewards.domain.errors import IdempotencyKeyReused
 from rewards.domain.payouts import User
@@ -68,9 +69,11 @@ class RedisIngestStore(RedisStateBase):
     (never past its window; None: the whole window). With an `archive` (the warehouse's `dedup_ids`), ids Redis
     no longer knows are asked of it, once per batch and only for the ids the claim found fresh, so Redis holds
     only the hot window (and a batch retried after Redis lost its last second is still found known once
-    written). Every production process opens it with the hot window: the ingest edge with the archive, the
-    workers (which mark ids processed) ask the warehouse themselves. A user's event names live a window after
-    their last event; Idempotency-Key records `idempotency_ttl_s`."""
+    written); the project's archive filter (redis_state.archive_filter) rules most of those ids out first, so only
+    its maybes are asked (`archive_filter`: its margins; tests shorten them). Every production process opens it with
+    the hot window: the ingest edge with the archive, the workers (which mark ids processed, feeding the filter) ask
+    the warehouse themselves. A user's event names live a window after their last event; Idempotency-Key records
+    `idempotency_ttl_s`."""
 
     def __init__(
         self,
@@ -80,6 +83,7 @@ class RedisIngestStore(RedisStateBase):
         hot_window_s: float | None = None,
         idempotency_ttl_s: float = IDEMPOTENCY_TTL_S,
         archive: DedupArchive | None = None,
+        archive_filter: dict | None = None,
     ):
         super().__init__(redis)
         self.epoch = secrets.token_hex(6)  # this process's: every claim it makes names it
@@ -87,6 +91,7 @@ class RedisIngestStore(RedisStateBase):
         self._window_s = dedup_window_s
         hot = dedup_window_s if hot_window_s is None else min(hot_window_s, dedup_window_s)
         self._window_ms, self._hot_ms, self._idempotency_ms = _ms(dedup_window_s), _ms(hot), _ms(idempotency_ttl_s)
+        self._filter = ArchiveFilter(self._scripts, archive, dedup_window_s, **(archive_filter or {}))
 
     @asynccontextmanager
     async def ingest(
@@ -143,10 +148,12 @@ class RedisIngestStore(RedisStateBase):
     async def _drop_archived(
         self, k: ProjectKeys, project_id: str, dedup_ids: list[str], claim: IngestClaim, token: str
     ) -> None:
-        """Ids the hot window did not know but the archive does are duplicates: release their claims."""
+        """Ids the hot window did not know but the archive does are duplicates: release their claims. Only the archive
+        filter's maybes are asked (all of them where it is not trusted)."""
         if self._archive is None or not claim.fresh:
             return
-        known = await self._archive.known_among(project_id, [dedup_ids[i] for i in claim.fresh], self._window_s)
+        maybes = await self._filter.maybes(project_id, [dedup_ids[i] for i in claim.fresh])
+        known = await self._archive.known_among(project_id, maybes, self._window_s) if maybes else {}
         if known:
             await self._scripts.release_claims(keys=[k.dedup(d) for d in known], args=[token])
             claim.fresh = [i for i in claim.fresh if dedup_ids[i] not in known]
@@ -215,7 +222,9 @@ class RedisIngestStore(RedisStateBase):
     async def _mark(self, project_id: str, dedup_ids: list[str], status: str) -> None:
         if dedup_ids:
             k = ProjectKeys(project_id)
-            await self._scripts.mark_processed(keys=[k.dedup(d) for d in dedup_ids], args=[status, self._hot_ms])
+            keys = [k.archive_filter(), *(k.dedup(d) for d in dedup_ids)]
+            args = [status, self._hot_ms, *self._filter.mark_args(dedup_ids)]
+            await self._scripts.mark_processed(keys=keys, args=args)
 
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:
         """What Redis knows as done (the workers ask the warehouse about the rest: Redis may have forgotten)."""

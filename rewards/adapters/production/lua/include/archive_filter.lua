@@ -1,0 +1,79 @@
+-- The project's archive filter (rewards.adapters.production.redis_state.archive_filter): a Bloom filter of the event
+-- ids the workers wrote to `dedup_ids`, in generations of one dedup window each (the current one and the one
+-- before), each a chain of sub-filters <filter>:<generation>:<n> of 2^(20+n) bits and 8+n hash positions (each
+-- one's false-positive rate at capacity half the one before: the chain stays under 2^-7). An id comes as two
+-- 32-bit hashes (h2 odd), its positions h1 + j*h2 + (j^3-j)/6 modulo the sub-filter's bits (enhanced double
+-- hashing: exact in Lua's doubles). The filter hash: run (the Redis run_id whose writes it holds all of), last (that
+-- instance's last add, ms), cover (since when every written id went in, ms), g, g_start, g_subs, g_n (the current
+-- generation: number, start, sub-filters, ids in its last one), p_subs (the previous generation's sub-filters).
+local AF_BASE_BITS, AF_BASE_K, AF_LAST_SUB = 20, 8, 10  -- the last sub-filter (2^30 bits) takes every id past it
+
+local function af_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function af_run_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+
+local function af_capacity(sub)  -- ids at which the sub-filter's false-positive rate reaches 2^-k: m ln 2 / k
+  return math.floor(2 ^ (AF_BASE_BITS + sub) * 0.6931 / (AF_BASE_K + sub))
+end
+
+local function af_ops(op, sub, h1, h2)  -- BITFIELD's arguments reading (GET) or setting (SET) the id's bits
+  local bits, ops = 2 ^ (AF_BASE_BITS + sub), {}
+  for j = 0, AF_BASE_K + sub - 1 do
+    ops[#ops + 1] = op
+    ops[#ops + 1] = 'u1'
+    ops[#ops + 1] = string.format('%d', (h1 + j * h2 + (j * j * j - j) / 6) % bits)
+    if op == 'SET' then ops[#ops + 1] = 1 end
+  end
+  return ops
+end
+
+local function af_has(filter, gen, subs, h1, h2)  -- a "maybe" of any sub-filter of the generation
+  for sub = subs - 1, 0, -1 do
+    local bits, all = redis.call('BITFIELD', filter .. ':' .. gen .. ':' .. sub, unpack(af_ops('GET', sub, h1, h2))), true
+    for _, bit in ipairs(bits) do
+      if bit == 0 then all = false; break end
+    end
+    if all then return true end
+  end
+  return false
+end
+
+-- Add the ids whose hashes are argv[from..] (h1, h2 pairs) to the current generation, first starting the filter (its
+-- coverage from now) or the next generation (the one before the previous dropped) when due.
+local function af_add(filter, window_ms, argv, from)
+  local now, run = af_now(), af_run_id()
+  local f = redis.call('HMGET', filter, 'run', 'g', 'g_start', 'g_subs', 'g_n')
+  local g, start, subs, n = tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
+  if not g then
+    redis.call('HSET', filter, 'run', run, 'cover', now, 'p_subs', 0)
+    g, start, subs, n, f[1] = 1, now, 1, 0, run
+  elseif now - start >= window_ms then
+    local dropped = tonumber(redis.call('HGET', filter, 'p_subs'))
+    for sub = 0, dropped - 1 do redis.call('DEL', filter .. ':' .. (g - 1) .. ':' .. sub) end
+    redis.call('HSET', filter, 'cover', start, 'p_subs', subs)
+    g, start, subs, n = g + 1, now, 1, 0
+  end
+  local sub = subs - 1
+  local key, capacity = filter .. ':' .. g .. ':' .. sub, af_capacity(sub)
+  for i = from, #argv, 2 do
+    local old = redis.call('BITFIELD', key, unpack(af_ops('SET', sub, tonumber(argv[i]), tonumber(argv[i + 1]))))
+    for _, bit in ipairs(old) do
+      if bit == 0 then n = n + 1; break end  -- a new id (one already in it counts once)
+    end
+    if n >= capacity and sub < AF_LAST_SUB then
+      redis.call('PEXPIREAT', key, start + 3 * window_ms)
+      sub, subs, n = sub + 1, subs + 1, 0
+      key, capacity = filter .. ':' .. g .. ':' .. sub, af_capacity(sub)
+    end
+  end
+  if redis.call('EXISTS', key) == 1 then redis.call('PEXPIREAT', key, start + 3 * window_ms) end
+  redis.call('HSET', filter, 'g', g, 'g_start', start, 'g_subs', subs, 'g_n', n)
+  if f[1] == run then redis.call('HSET', filter, 'last', now) end  -- (after a restart: kept for the re-feed)
+  redis.call('PEXPIRE', filter, 3 * window_ms)
+  return run
+end

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bench import bench_affiliates, dedup, engines, ingest, queries, workers
+from bench import bench_affiliates, dedup, engines, ingest, queries, webhooks, workers
 from bench.context import Context
 from bench.report import Figure, render, save
 from rewards.devengines import STARTERS
@@ -23,6 +23,7 @@ SUITES = {
     "affiliates": bench_affiliates.run,
     "dedup": dedup.run,
     "workers": workers.run,
+    "webhooks": webhooks.run,
 }
 
 

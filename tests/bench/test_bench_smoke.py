@@ -20,6 +20,7 @@ SUITE_OF = {
     "affiliates": lambda f: f["section"] == "queries" and f["case"].startswith(AFFILIATE_READS),
     "dedup": lambda f: f["section"] == "dedup",
     "workers": lambda f: f["section"] == "workers",
+    "webhooks": lambda f: f["section"] == "webhooks",
 }
 
 

@@ -458,6 +458,9 @@ class WebhookSender(Protocol):
     async def send(self, url: str, secret: str, webhook_id: str, body: bytes) -> Attempt:
         """POST one signed message; what came of it (never raises for the receiver's doing)."""
 
+    async def close(self) -> None:
+        """Its kept connections closed."""
+
 
 class StateStore(
     ProjectStore,

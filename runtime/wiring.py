@@ -315,6 +315,7 @@ async def open_webhook_dispatcher(settings: Settings):
         )
         opened.push_async_callback(feed.close)
         sender = GuardedSender(settings.webhooks_allow_private)
+        opened.push_async_callback(sender.close)
         yield Dispatcher(feed, state, warehouse, sender, _dispatcher_settings(settings))
 
 

@@ -43,6 +43,8 @@ class Backends:
             await self.warehouse.close()
         await self.limiter.close()
         await self.state.close()
+        if self.webhook_sender is not None:
+            await self.webhook_sender.close()
 
 
 def backends_of(request: Request) -> Backends:

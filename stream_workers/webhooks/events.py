@@ -22,6 +22,7 @@ from rewards.domain.timestamps import format_timestamp
 from rewards.domain.webhook_events import Delivery
 from rewards.domain.webhooks import Endpoint
 from rewards.ports import Warehouse
+from schemas.clickhouse.values import param_chunks, param_cost
 from schemas.entities import AFFILIATE, CLAIM_CHECK, CODE_USE, REFERRAL_REMOVAL
 from schemas.records import (
     AffiliateRecord,
@@ -116,7 +117,14 @@ class Events:
 
     async def _made(self, project_id: str, sources: list) -> list[Event]:
         by_id = {_source_id(r): r for r in sources}
-        times = [_source_ms(r) for r in sources]
+        events = []
+        # A query's parameters are bounded (128 KiB on a ClickHouse server); _MADE names the ids three times.
+        for ids in param_chunks(by_id, cost=lambda d: 3 * param_cost(d)):
+            events += await self._made_of(project_id, {d: by_id[d] for d in ids})
+        return events
+
+    async def _made_of(self, project_id: str, by_id: dict) -> list[Event]:
+        times = [_source_ms(r) for r in by_id.values()]
         params = {"project": project_id, "ids": list(by_id), "first": min(times), "last": max(times)}
         events = []
         for row in await self._warehouse.query(_MADE, params):
@@ -128,14 +136,17 @@ class Events:
 
     async def _decided(self, project_id: str, decisions: list) -> list[Event]:
         made = {r.payout_id: r.decided_at_ms for r in decisions}
-        rows = await self._warehouse.query(_DECIDED, {"project": project_id, "ids": list(made)})
+        rows = await self._rows(_DECIDED, {"project": project_id}, "ids", list(made))
         names = await self._conversion_names(project_id, rows)
         return [_earned(row, names.get(row["source_id"], REFERRAL_REWARD), made[row["payout_id"]]) for row in rows]
 
     async def _reversed(self, project_id: str, reversals: list) -> list[Event]:
         made = {r.id: r.reversed_at_ms for r in reversals}
-        params = {"project": project_id, "reversals": list(made), "ids": list({r.dedup_id for r in reversals})}
-        rows = await self._warehouse.query(_REVERSING, params)
+        rows = []
+        for chunk in param_chunks(reversals, cost=lambda r: param_cost(r.id, r.dedup_id, r.dedup_id)):  # ids twice
+            ids = list({r.dedup_id for r in chunk})
+            rows += await self._warehouse.query(_REVERSING, {"project": project_id, "reversals": [r.id for r in chunk],
+                                                             "ids": ids})  # fmt: skip
         names = await self._conversion_names(project_id, rows)
         return [
             Event(
@@ -149,14 +160,18 @@ class Events:
 
     async def _conversion_names(self, project_id: str, rows: list[dict]) -> dict[str, str]:
         ids = list({row["source_id"] for row in rows if row["source_type"] == "conversion"})
-        if not ids:
-            return {}
-        found = await self._warehouse.query(
+        sql = (
             "SELECT dedup_id, any(name) AS name FROM conversions WHERE project_id = {project:String}"
-            " AND dedup_id IN {ids:Array(String)} GROUP BY dedup_id",
-            {"project": project_id, "ids": ids},
+            " AND dedup_id IN {ids:Array(String)} GROUP BY dedup_id"
         )
-        return {row["dedup_id"]: row["name"] for row in found}
+        return {row["dedup_id"]: row["name"] for row in await self._rows(sql, {"project": project_id}, "ids", ids)}
+
+    async def _rows(self, sql: str, params: dict, name: str, values: list[str]) -> list[dict]:
+        """The rows of `sql` with `values` as the parameter `name`, a query per chunk of them."""
+        rows = []
+        for chunk in param_chunks(values):
+            rows += await self._warehouse.query(sql, {**params, name: chunk})
+        return rows
 
 
 def _source_id(record) -> str:

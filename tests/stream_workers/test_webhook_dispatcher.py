@@ -66,3 +66,29 @@ async def test_one_projects_failure_is_skipped_after_retries_and_the_others_go_o
 
 async def _false() -> bool:
     return False
+
+
+async def test_a_delivery_of_ten_thousand_events_is_read_in_queries_the_server_takes(clickhouse_url):
+    """A ClickHouse server refuses a parameter past 128 KiB: a big delivery's ids go in chunks (bench/webhooks.py
+    found one read failing, and retried for ever)."""
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+    from schemas.records import ConversionRecord, PayoutDecisionRecord, ReversalRecord
+    from stream_workers.webhooks.events import Events
+
+    warehouse = await ClickHouseWarehouse.connect(clickhouse_url)
+    await warehouse.migrate()
+    user = {"user_identifier": "0x" + "1" * 40, "user_identifier_type": "evm_address"}
+    conversions = [ConversionRecord(project_id="big", batch_id="b", dedup_id=f"{n:0>40}", name="purchase", **user,
+                                    timestamp_ms=1_700_000_000_000 + n, received_ms=1_700_000_000_000)
+                   for n in range(10_000)]  # fmt: skip
+    reversals = [ReversalRecord(project_id="big", id=f"r{n:0>40}", dedup_id=f"{n:0>40}", reason="refund",
+                                fraction="1", reversed_before="0", reversed_after="1", reversed_at_ms=1)
+                 for n in range(5_000)]  # fmt: skip
+    decisions = [PayoutDecisionRecord(project_id="big", id=f"d{n}", payout_id=f"conversion:{n:0>40}:0",
+                                      decision="approved", reason=None, decided_at_ms=1, payout={})
+                 for n in range(5_000)]  # fmt: skip
+    try:
+        every = {"reward.earned", "reward.reversed", "payout.pending_approval"}
+        assert await Events(warehouse).of("big", [*conversions, *reversals, *decisions], every) == []
+    finally:
+        await warehouse.close()

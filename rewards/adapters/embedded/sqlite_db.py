@@ -137,6 +137,10 @@ CREATE INDEX IF NOT EXISTS webhook_deliveries_finished ON webhook_deliveries (pr
     WHERE status <> 'pending';
 CREATE INDEX IF NOT EXISTS webhook_deliveries_finished_by_time ON webhook_deliveries (created_ms)
     WHERE status <> 'pending';
+-- The endpoints that may have deliveries pending: a lease asks each for its earliest due through the index above (one
+-- probe per endpoint, not a scan of every pending delivery); one found without any is let go then.
+CREATE TABLE IF NOT EXISTS webhook_queued (
+    project_id TEXT NOT NULL, endpoint_id TEXT NOT NULL, PRIMARY KEY (project_id, endpoint_id)) WITHOUT ROWID;
 -- Since when every attempt of a webhook endpoint failed (none: its last attempt succeeded); 5 days disable it.
 CREATE TABLE IF NOT EXISTS webhook_failing (
     endpoint_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, since_ms INTEGER NOT NULL);

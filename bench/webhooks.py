@@ -8,16 +8,15 @@ server), each beside a baseline of the same run.
   until every delivery is settled `succeeded`: deliveries/s (wall) and the process's CPU per delivery. The receiver
   is a process of its own (a bare asyncio protocol on uvloop answering every request 200 with an empty body); its CPU
   per request is reported beside it (1 / that is what it sustains: it must be far above the dispatcher's rate).
-  - **Baseline:** the same N signed POSTs by the same sender (`GuardedSender.send`) at the dispatcher's concurrency
-    (PER_ENDPOINT in flight per endpoint, ENDPOINTS × PER_ENDPOINT in all), without the queue: the queue's cost is the
-    ratio. A second row sends them through one client kept for the whole run (`webhook_sender.client` and `send`,
-    the module's own functions): what the sender costs when it does not build a client per call.
+  - **Baseline:** the same N signed POSTs by the same sender (`GuardedSender.send`, its client kept as the
+    dispatcher's) at the dispatcher's concurrency (PER_ENDPOINT in flight per endpoint, ENDPOINTS × PER_ENDPOINT in
+    all), without the queue: the queue's cost is the ratio.
 - **Reading:** the reader's path per event: the feed's decoding (`schemas.records.decode_message`) and
   `Dispatcher.enqueue` (each project's endpoints, the payouts read back from the warehouse, the deliveries built and
   enqueued) of deliveries the workers have just processed (bench/workers.py's deliveries, projects and
   `process_delivery` steps), one endpoint per project subscribed to every event type. Its CPU per event beside the
   workers' own CPU per event on the same deliveries (measured as bench/workers.py does), delivery by delivery in
-  turn (production: PRODUCTION_CHUNK records per `enqueue`, see there). CPU is the process's (`time.process_time`):
+  turn. CPU is the process's (`time.process_time`):
   embedded it counts chdb's and SQLite's work too, production not the ClickHouse server's nor Redis's.
 """
 
@@ -38,7 +37,6 @@ from bench import workers
 from bench.context import Context
 from bench.load import BATCH
 from bench.report import Figure
-from rewards.adapters import webhook_sender
 from rewards.adapters.webhook_sender import GuardedSender
 from rewards.domain import sealing
 from rewards.domain import webhook_events as we
@@ -51,10 +49,6 @@ from stream_workers.webhooks.dispatcher import PER_ENDPOINT, Dispatcher
 ENDPOINTS = 10
 TARGET = 2_000  # deliveries/s per dispatcher process (issue 31)
 HOUR_MS = 3_600_000
-# Records per Dispatcher.enqueue in production: Events passes a delivery's ids to the ClickHouse server as one query
-# parameter, which the server refuses past its form field limit (http_max_field_value_size, 128 KiB: "Field value too
-# long" at 10,000 of these ids); embedded (chdb in-process) a whole delivery goes at once.
-PRODUCTION_CHUNK = 1_000
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
 _ROW = {"currency": "point", "currency_name": "", "currency_chain_id": 0, "role": "end_user", "amount": "12.5",
         "recipient_identifier": "0x" + "ab" * 20, "recipient_identifier_type": "evm_address"}  # fmt: skip
@@ -150,20 +144,8 @@ def _counted(outcome: str) -> float:
     return REGISTRY.get_sample_value("rewards_webhook_attempts_total", {"outcome": outcome}) or 0.0
 
 
-class _KeptClient:
-    """rewards.ports.WebhookSender through one client kept for the run (the module's `client` and `send`): what
-    GuardedSender's docstring says the dispatcher will keep."""
-
-    def __init__(self, http):
-        self._http = http
-
-    async def send(self, url: str, secret: str, webhook_id: str, body: bytes):
-        return await webhook_sender.send(self._http, url, secret, webhook_id, body)
-
-
 async def _sending(shape: str, context: Context, url: str, receiver: psutil.Process) -> list[Figure]:
-    guarded_total = context.size(600, 200, 20)  # GuardedSender builds a client per call: ~40 ms of CPU each
-    kept_total = context.size(10_000, 2_000, 40)
+    total = context.size(10_000, 2_000, 40)
     async with workers._engines(shape, context) as (state, warehouse):
         project_id = await state.create_project(f"bench-webhooks-{uuid.uuid4().hex[:8]}")
         secrets, endpoints = {}, []
@@ -190,36 +172,26 @@ async def _sending(shape: str, context: Context, url: str, receiver: psutil.Proc
 
             return send
 
-        guarded = GuardedSender(allow_private=True)
+        sender = GuardedSender(allow_private=True)  # its client kept, as the dispatcher's
         warm = context.size(ENDPOINTS * PER_ENDPOINT * 2, ENDPOINTS * PER_ENDPOINT * 2, ENDPOINTS)
         freeze_startup_objects()
-        timed = {}
-        async with webhook_sender.client(allow_private=True) as http:
-            kept = _KeptClient(http)
-            for name, sender, total in (("guarded", guarded, guarded_total), ("kept", kept, kept_total)):
-                await _without_queue(deliveries(f"warm-{name}", warm), plain(sender))
-                timed[name, "plain"] = await _timed(receiver, total, _without_queue(deliveries(name, total),
-                                                                                    plain(sender)))  # fmt: skip
-                queued = await _enqueue(state, deliveries(f"{name}-queued", total))
-                timed[name, "queued"] = await _timed(receiver, total, _dispatch(state, warehouse, sender, queued))
+        await _without_queue(deliveries("warm", warm), plain(sender))
+        base = await _timed(receiver, total, _without_queue(deliveries("plain", total), plain(sender)))
+        queued = await _enqueue(state, deliveries("queued", total))
+        fastest = await _timed(receiver, total, _dispatch(state, warehouse, sender, queued))
+        await sender.close()
 
     concurrency = f"{PER_ENDPOINT} in flight per endpoint ({ENDPOINTS * PER_ENDPOINT} at once)"
-    figures = []
-    for name, label in (("guarded", "GuardedSender (a client per call)"), ("kept", "one kept client")):
-        queued, base = timed[name, "queued"], timed[name, "plain"]
-        total = queued["total"]
-        what = f"{total:,} deliveries over {ENDPOINTS} endpoints, {concurrency}, to a local receiver"
-        same = "the same POSTs by the same sender, same concurrency, no queue"
-        figures += [
-            Figure("webhooks", f"dispatcher deliveries/s (wall), 1 process, sender: {label}: {what}", shape,
-                   queued["rate"], "deliveries/s", baseline_name=same, baseline=base["rate"],
-                   ratio=queued["rate"] / base["rate"], ratio_note="of baseline", target=f"≥ {TARGET:,} deliveries/s",
-                   met=queued["rate"] >= TARGET),
-            Figure("webhooks", f"dispatcher process CPU per delivery (enqueued → settled succeeded), sender: {label}",
-                   shape, queued["us"], "µs/delivery", baseline_name=same, baseline=base["us"],
-                   ratio=queued["us"] / base["us"], ratio_note="× baseline"),
-        ]  # fmt: skip
-    fastest = timed["kept", "queued"]
+    what = f"{total:,} deliveries over {ENDPOINTS} endpoints, {concurrency}, to a local receiver"
+    same = "the same POSTs by the same sender, same concurrency, no queue"
+    figures = [
+        Figure("webhooks", f"dispatcher deliveries/s (wall), 1 process: {what}", shape, fastest["rate"],
+               "deliveries/s", baseline_name=same, baseline=base["rate"], ratio=fastest["rate"] / base["rate"],
+               ratio_note="of baseline", target=f"≥ {TARGET:,} deliveries/s", met=fastest["rate"] >= TARGET),
+        Figure("webhooks", "dispatcher process CPU per delivery (enqueued → settled succeeded)", shape, fastest["us"],
+               "µs/delivery", baseline_name=same, baseline=base["us"], ratio=fastest["us"] / base["us"],
+               ratio_note="× baseline"),
+    ]  # fmt: skip
     figures.append(
         Figure("webhooks", "receiver process: what it sustains (1 / its CPU per request), during the dispatcher's "
                "fastest run", shape, fastest["receiver"], "requests/s", baseline_name="the dispatcher's rate",
@@ -280,7 +252,6 @@ async def _reading(shape: str, context: Context) -> list[Figure]:
     deliveries = context.size(8, 3, 1)
     count = context.size(workers.messages_per_delivery(shape), workers.messages_per_delivery(shape), 5)
     events, run = count * BATCH, uuid.uuid4().hex[:8]
-    chunk = events if shape == "embedded" else PRODUCTION_CHUNK
     async with workers._engines(shape, context) as (state, warehouse):
         projects = [
             await workers._project(state, p, False) for p in range(context.size(workers.PROJECTS, workers.PROJECTS, 1))
@@ -302,9 +273,7 @@ async def _reading(shape: str, context: Context) -> list[Figure]:
             worker = time.process_time() - started
             started = time.process_time()
             records = [r for message in messages for r in decode_message(message)]
-            enqueued = 0
-            for start in range(0, len(records), chunk):
-                enqueued += await dispatcher.enqueue(records[start : start + chunk])
+            enqueued = await dispatcher.enqueue(records)
             return worker, time.process_time() - started, enqueued
 
         await delivery("warm", 0)
@@ -323,8 +292,8 @@ async def _reading(shape: str, context: Context) -> list[Figure]:
     mixed = f"{workers.PROJECTS} projects each" if shape == "embedded" else "1 project each"
     made = statistics.median(enqueued) / events
     case = (f"dispatcher reader CPU per event (decode + Dispatcher.enqueue), 1 endpoint per project subscribed to "
-            f"everything: {deliveries} deliveries of {events:,} records ({mixed}; enqueued {min(chunk, events):,} "
-            f"records at a time), {made:.1f} webhook deliveries per event")  # fmt: skip
+            f"everything: {deliveries} deliveries of {events:,} records ({mixed}), {made:.1f} webhook deliveries per "
+            f"event")  # fmt: skip
     return [
         Figure("webhooks", case, shape, us(reader_cpu), "µs/event",
                baseline_name="workers' CPU on the same deliveries (decode + process_delivery)",

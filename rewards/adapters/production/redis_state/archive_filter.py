@@ -1,7 +1,7 @@
 """The archive filter: a Bloom filter per project in Redis of the event ids the workers wrote to `dedup_ids`, so that
 the ingest edge asks ClickHouse only about the ids it cannot rule out (issue 32). Without it every id Redis's hot
 window no longer knows costs ClickHouse ~120 µs of CPU; with it, only the filter's maybes (the duplicates past the
-hot window, and ~0.5% of new ids) do. A false positive costs a lookup, never a wrong answer: the filter's "no" is
+hot window, and ~0.2% of new ids) do. A false positive costs a lookup, never a wrong answer: the filter's "no" is
 trusted only where it is exact.
 
 What goes in: each id the workers mark processed or failed (mark_processed.lua), which they do after its
@@ -12,9 +12,12 @@ would only add false positives, and one accepted is in Redis's exact keys until 
 Its layout (lua/include/archive_filter.lua): a generation per dedup window, the current one and the one before
 (so an id stays until its window is over: ids of generation g were added within a window of its start, and it is
 dropped a window after g+1 began); each a chain of sub-filters, 2^20 bits first and each next one twice as large,
-with one more hash position each (8, 9, …), so the rate of false positives stays under 2^-7 whatever the project's
-volume: a small project costs 128 KB per generation, 1M ids per window ~2 MB (~2 B per id; see docs/operations.md).
-The two hashes of an id are computed here (blake2b, 64 bits), once per id; the Lua derives the positions.
+with one more hash position each (10, 11, …), so the rate of false positives stays under 2^-9 whatever the project's
+volume (measured 0.17%: docs/benchmarks.md; at 2^-7 a third of all-new batches still met ClickHouse): a small
+project costs 128 KB per generation, 1M ids per window 3.9 MB (~4 B per id; docs/operations.md). A sub-filter is
+made at its full size at once (grown bit by bit, Redis would double its allocation). The two hashes of an id are
+computed here (blake2b, 64 bits), once per id; the Lua derives the positions. A check reads GETBIT by GETBIT (a new id
+stops at its first 0 in each sub-filter); an add sets an id's bits in one BITFIELD.
 
 When its "no" is trusted (otherwise every fresh id is asked of ClickHouse, as without it):
 - Coverage: the filter must have received every written id for a whole window plus `authority_margin_s` (a day:

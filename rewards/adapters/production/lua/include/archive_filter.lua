@@ -1,12 +1,12 @@
 -- The project's archive filter (rewards.adapters.production.redis_state.archive_filter): a Bloom filter of the event
 -- ids the workers wrote to `dedup_ids`, in generations of one dedup window each (the current one and the one
--- before), each a chain of sub-filters <filter>:<generation>:<n> of 2^(20+n) bits and 8+n hash positions (each
--- one's false-positive rate at capacity half the one before: the chain stays under 2^-7). An id comes as two
+-- before), each a chain of sub-filters <filter>:<generation>:<n> of 2^(20+n) bits and 10+n hash positions (each
+-- one's false-positive rate at capacity half the one before: the chain stays under 2^-9). An id comes as two
 -- 32-bit hashes (h2 odd), its positions h1 + j*h2 + (j^3-j)/6 modulo the sub-filter's bits (enhanced double
 -- hashing: exact in Lua's doubles). The filter hash: run (the Redis run_id whose writes it holds all of), last (that
 -- instance's last add, ms), cover (since when every written id went in, ms), g, g_start, g_subs, g_n (the current
 -- generation: number, start, sub-filters, ids in its last one), p_subs (the previous generation's sub-filters).
-local AF_BASE_BITS, AF_BASE_K, AF_LAST_SUB = 20, 8, 10  -- the last sub-filter (2^30 bits) takes every id past it
+local AF_BASE_BITS, AF_BASE_K, AF_LAST_SUB = 20, 10, 10  -- the last sub-filter (2^30 bits) takes every id past it
 
 local function af_now()
   local t = redis.call('TIME')
@@ -21,26 +21,35 @@ local function af_capacity(sub)  -- ids at which the sub-filter's false-positive
   return math.floor(2 ^ (AF_BASE_BITS + sub) * 0.6931 / (AF_BASE_K + sub))
 end
 
-local function af_ops(op, sub, h1, h2)  -- BITFIELD's arguments reading (GET) or setting (SET) the id's bits
+local function af_set_ops(sub, h1, h2)  -- BITFIELD's arguments setting the id's bits (one call per id)
   local bits, ops = 2 ^ (AF_BASE_BITS + sub), {}
   for j = 0, AF_BASE_K + sub - 1 do
-    ops[#ops + 1] = op
-    ops[#ops + 1] = 'u1'
-    ops[#ops + 1] = string.format('%d', (h1 + j * h2 + (j * j * j - j) / 6) % bits)
-    if op == 'SET' then ops[#ops + 1] = 1 end
+    local at = #ops
+    ops[at + 1], ops[at + 2], ops[at + 3], ops[at + 4] = 'SET', 'u1', (h1 + j * h2 + (j * j * j - j) / 6) % bits, 1
   end
   return ops
 end
 
+local function af_in(key, sub, h1, h2)  -- GETBIT by GETBIT: a new id stops at its first 0 (two reads on average)
+  local bits = 2 ^ (AF_BASE_BITS + sub)
+  for j = 0, AF_BASE_K + sub - 1 do
+    if redis.call('GETBIT', key, (h1 + j * h2 + (j * j * j - j) / 6) % bits) == 0 then return false end
+  end
+  return true
+end
+
 local function af_has(filter, gen, subs, h1, h2)  -- a "maybe" of any sub-filter of the generation
   for sub = subs - 1, 0, -1 do
-    local bits, all = redis.call('BITFIELD', filter .. ':' .. gen .. ':' .. sub, unpack(af_ops('GET', sub, h1, h2))), true
-    for _, bit in ipairs(bits) do
-      if bit == 0 then all = false; break end
-    end
-    if all then return true end
+    if af_in(filter .. ':' .. gen .. ':' .. sub, sub, h1, h2) then return true end
   end
   return false
+end
+
+local function af_create(key, sub, expire_at)  -- its whole size at once (grown bit by bit, Redis would double it)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('SET', key, string.rep('\0', 2 ^ (AF_BASE_BITS + sub) / 8))
+    redis.call('PEXPIREAT', key, expire_at)
+  end
 end
 
 -- Add the ids whose hashes are argv[from..] (h1, h2 pairs) to the current generation, first starting the filter (its
@@ -58,20 +67,20 @@ local function af_add(filter, window_ms, argv, from)
     redis.call('HSET', filter, 'cover', start, 'p_subs', subs)
     g, start, subs, n = g + 1, now, 1, 0
   end
-  local sub = subs - 1
+  local sub, expire_at = subs - 1, start + 3 * window_ms
   local key, capacity = filter .. ':' .. g .. ':' .. sub, af_capacity(sub)
+  if from <= #argv then af_create(key, sub, expire_at) end
   for i = from, #argv, 2 do
-    local old = redis.call('BITFIELD', key, unpack(af_ops('SET', sub, tonumber(argv[i]), tonumber(argv[i + 1]))))
+    local old = redis.call('BITFIELD', key, unpack(af_set_ops(sub, tonumber(argv[i]), tonumber(argv[i + 1]))))
     for _, bit in ipairs(old) do
       if bit == 0 then n = n + 1; break end  -- a new id (one already in it counts once)
     end
     if n >= capacity and sub < AF_LAST_SUB then
-      redis.call('PEXPIREAT', key, start + 3 * window_ms)
       sub, subs, n = sub + 1, subs + 1, 0
       key, capacity = filter .. ':' .. g .. ':' .. sub, af_capacity(sub)
+      af_create(key, sub, expire_at)
     end
   end
-  if redis.call('EXISTS', key) == 1 then redis.call('PEXPIREAT', key, start + 3 * window_ms) end
   redis.call('HSET', filter, 'g', g, 'g_start', start, 'g_subs', subs, 'g_n', n)
   if f[1] == run then redis.call('HSET', filter, 'last', now) end  -- (after a restart: kept for the re-feed)
   redis.call('PEXPIRE', filter, 3 * window_ms)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import psutil
 
+from bench import stages
 from bench.context import Context
 from bench.load import BATCH, USERS
 from bench.report import Figure
@@ -138,8 +139,10 @@ def _measure(shape: str, server, baseline: dict, load: Load, engine_pids: dict[s
     processed_per_s = loaded["accepted"] / (loaded["seconds"] + drain_s)
     # The pipeline's own delay, without a backlog: a steady load well within what it processes.
     steady_rate = max(BATCH, round(STEADY_SHARE * processed_per_s, -2))
+    before = stages.scrape(_metrics_urls(server))
     steady, steady_freshness = _load_and_probe(server, keys, load, steady_rate)
     _drain(server, steady["last_ids"])
+    steady_stages = stages.breakdown(before, stages.scrape(_metrics_urls(server)))
     return [
         *_ingest_figures(shape, loaded, baseline, load.connections),
         Figure("ingest", "processed events/s (accepted → warehouse, load + drain)", shape, processed_per_s,
@@ -148,6 +151,7 @@ def _measure(shape: str, server, baseline: dict, load: Load, engine_pids: dict[s
         _freshness_figure(shape, "under the saturating load above", freshness),
         _freshness_figure(shape, f"under a steady {steady_rate:,.0f} events/s ({STEADY_SHARE} of processed)",
                           steady_freshness),
+        *_stage_figures(shape, steady_stages),
         *_memory_figures(shape, memory.peaks, idle),
     ]  # fmt: skip
 
@@ -179,6 +183,28 @@ def _freshness_figure(shape: str, load: str, freshness: dict) -> Figure:
         "ms", p99=freshness["p99_ms"], target=f"p99 < {FRESHNESS_TARGET_MS} ms",
         met=freshness["probes"] > 0 and freshness["p99_ms"] < FRESHNESS_TARGET_MS,
     )  # fmt: skip
+
+
+def _stage_figures(shape: str, breakdown: dict[str, tuple[float, float, int]]) -> list[Figure]:
+    """Where the steady load's time went (rewards.stages): received → each stage, the edge's per batch, the
+    workers' per delivery (its oldest event)."""
+    return [
+        Figure("freshness", f"stage: received → {stage}, the steady load ({count:,} {_counted(stage)})", shape, p50,
+               "ms", p99=p99)
+        for stage, (p50, p99, count) in breakdown.items()
+    ]  # fmt: skip
+
+
+def _counted(stage: str) -> str:
+    return "batches" if stage == "published" else "deliveries"
+
+
+def _metrics_urls(server) -> list[tuple[str, int]]:
+    """Where the stage histograms are served, each with its number of processes."""
+    if isinstance(server, Server):
+        return [(server.url, 1)]
+    workers = f"http://127.0.0.1:{server.ports['worker_metrics']}"
+    return [(server.urls["ingest"], server.ingest_processes), (workers, 1)]
 
 
 def _ingest_figures(shape: str, loaded: dict, baseline: dict, connections: int = CONNECTIONS) -> list[Figure]:

@@ -19,6 +19,7 @@ from prometheus_client import Counter
 
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
+from rewards.stages import CONSUMED, MARKED, WRITTEN, oldest_received_ms, reached
 from schemas.records import ReversalRecord
 from stream_workers.allot import allot, forget
 from stream_workers.handlers import Handler, handler_of
@@ -50,15 +51,19 @@ async def process_delivery(
     letters are also published on `dead_letters` when given (the production shape's `rewards.events.dlq` topic).
     `window_s`: the dedup window."""
     paid = 0
+    received_ms = oldest_received_ms(delivery.records)  # the stages each part reaches (rewards.stages)
+    reached(CONSUMED, received_ms)
     for records, token in _parts(delivery):
         records, projects = await plan(records, state, warehouse, window_s)
         writes = compute(records, projects, now_ms(), token)
         await allot(writes, projects, state, warehouse, token)
         await write(writes, token, warehouse)
+        reached(WRITTEN, received_ms)
         if dead_letters is not None and writes.rows["dead_letters"]:
             # Before the marks: a delivery retried after a failed publish would find its ids done and drop them.
             await dead_letters.publish(writes.rows["dead_letters"])
         await mark(writes, state)
+        reached(MARKED, received_ms)
         _count_dead_letters(writes.rows["dead_letters"], token)
         paid += writes.payouts
     return paid

@@ -11,6 +11,7 @@ from rewards.domain.errors import DomainError
 from rewards.domain.payouts import Rules, User
 from rewards.domain.timestamps import now_ms
 from rewards.ports import EventLog, IngestStore, StateStore, Unavailable
+from rewards.stages import PUBLISHED, reached
 from rewards.web.backpressure import Backpressure
 from schemas.records import dump_conversions
 
@@ -94,6 +95,7 @@ async def accept_events(
         fresh = [events[i] for i in claim.fresh]
         if fresh:
             await log.publish(project_id, dump_conversions(project_id, batch_id, received, fresh))
+            reached(PUBLISHED, received)
         claim.respond(orjson.dumps({"ingested_events": len(fresh)}))
     INGESTED.inc(len(fresh))
     DUPLICATES.inc(len(events) - len(fresh))

@@ -3,7 +3,7 @@
     schemas/            contracts: nothing of ours
     rewards/domain      pure rules: schemas
     rewards/ports       the engines' interfaces: domain, schemas
-    rewards/settings, rewards/logging: nothing of ours
+    rewards/settings, rewards/logging, rewards/stages (the stage histograms): nothing of ours
     rewards/adapters    the engines: ports, domain, settings, logging, schemas
     rewards/web         HTTP plumbing shared by the two APIs: ports, domain, settings, logging, schemas
     ingest_api, query_api, stream_workers: web (the APIs), ports, domain, settings, logging, schemas; never each other
@@ -23,13 +23,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ("schemas", "rewards", "ingest_api", "query_api", "stream_workers", "runtime")
-BASE = {"rewards.domain", "rewards.ports", "rewards.settings", "rewards.logging", "schemas"}
+BASE = {"rewards.domain", "rewards.ports", "rewards.settings", "rewards.logging", "rewards.stages", "schemas"}
 ALLOWED = {
     "schemas": set(),
     "rewards.domain": {"schemas"},
     "rewards.ports": {"rewards.domain", "schemas"},
     "rewards.settings": set(),
     "rewards.logging": set(),
+    "rewards.stages": set(),
     "rewards.adapters": BASE,
     "rewards.web": BASE,
     "ingest_api": BASE | {"rewards.web"},

@@ -171,3 +171,13 @@ async def test_the_warehouse_answers_what_it_wrote_since(chdb):
     await chdb.insert("dedup_ids", rows, f"{project}-1")
     assert await archive.written_since(project, now_ms() - 120_000) == ["w-0"]
     assert sorted(await archive.written_since(project, now_ms() - 600_000)) == ["w-0", "w-5"]
+
+
+async def test_a_big_delivery_is_marked_in_chunks_every_id_marked_and_in_the_filter(edge):
+    store, archive, project = edge
+    ids = [f"big-{n}" for n in range(2_500)]  # three script calls (MARK_CHUNK: 1,000)
+    assert len((await ingest(store, project, *batch(*ids))).fresh) == 2_500
+    await _written_and_marked(store, archive, project, ids)
+    assert await store.processed_among(project, ids) == set(ids)
+    await _trusted_since_a_window(store._redis, project)
+    assert set(await store._filter.maybes(project, ids)) == set(ids)  # no false negative across the chunks

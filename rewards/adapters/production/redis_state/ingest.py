@@ -38,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 PENDING_TTL_S = 60  # a claimed batch must be published and committed within this, or its claim lapses
 IDEMPOTENCY_TTL_S = 24 * 3600
+MARK_CHUNK = 1_000  # ids marked per script call
 RETIRED_TTL_S = 2 * PENDING_TTL_S  # a retired epoch is remembered past the lapse of every claim it made
 COMMIT_RETRIES_S = (0.05, 0.25, None)  # a batch's commit in Redis: the pause after each failed try (None: give up)
 _KEY_KIND = re.compile(rf"{redis_keys.PREFIX}:{{[^}}]*}}:(dedup|user_events):")
@@ -220,10 +221,13 @@ class RedisIngestStore(RedisStateBase):
         await self._mark(project_id, dedup_ids, "failed")
 
     async def _mark(self, project_id: str, dedup_ids: list[str], status: str) -> None:
-        if dedup_ids:
-            k = ProjectKeys(project_id)
-            keys = [k.archive_filter(), *(k.dedup(d) for d in dedup_ids)]
-            args = [status, self._hot_ms, *self._filter.mark_args(dedup_ids)]
+        """In calls of MARK_CHUNK ids: a script blocks Redis while it runs (~20 µs an id with the filter's bits), and
+        a worker's delivery marks up to 10,000."""
+        k = ProjectKeys(project_id)
+        for start in range(0, len(dedup_ids), MARK_CHUNK):
+            chunk = dedup_ids[start : start + MARK_CHUNK]
+            keys = [k.archive_filter(), *(k.dedup(d) for d in chunk)]
+            args = [status, self._hot_ms, *self._filter.mark_args(chunk)]
             await self._scripts.mark_processed(keys=keys, args=args)
 
     async def processed_among(self, project_id: str, dedup_ids: list[str]) -> set[str]:

@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rewards.adapters.production.outbox_relay import OutboxRelay
+from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.handlers import unavailable_answer
@@ -69,10 +70,18 @@ async def _state_unavailable(request: Request, exc: Exception) -> JSONResponse:
 def ingest_api() -> FastAPI:
     from ingest_api.app import ROUTERS
 
-    return production_app("Rewards ingest API", ROUTERS, Settings(), publishes=True)
+    return production_app("Rewards ingest API", ROUTERS, _process_settings(), publishes=True)
 
 
 def query_api() -> FastAPI:
     from query_api.app import ROUTERS
 
-    return production_app("Rewards query API", ROUTERS, Settings(), publishes=False)
+    return production_app("Rewards query API", ROUTERS, _process_settings(), publishes=False)
+
+
+def _process_settings() -> Settings:
+    """The settings, with this process's logging configured by them: `--processes N` spawns N fresh interpreters,
+    which the parent's configuration never reaches (their structlog printed every request, REWARDS_LOG_LEVEL or not)."""
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return settings

@@ -88,6 +88,11 @@ class Planner:
                 return batch
         return None
 
+    async def next_batches(self) -> list[Batch]:
+        """The next delivery of every partition that has one ready, each plan recorded: partitions hold other projects,
+        so their deliveries can be written at the same time."""
+        return [batch for tp, queue in list(self._queues.items()) if queue and (batch := await self._batch(tp, queue))]
+
     def done(self, batch: Batch) -> None:
         queue = self._queues.get(batch.tp)
         if queue and queue[0] is batch.messages[0]:

@@ -12,7 +12,8 @@ Exactly-once effect, from at-least-once delivery:
   the same records and the same token `{topic}:{partition}:{first}-{last}`, and ClickHouse's
   `insert_deduplication_token` drops the repeated inserts. The processor then marks its conversions
   processed, so a record published twice (in two deliveries) is written once too.
-- The partition's offset is committed (`last + 1`) right after its delivery is written, so a worker
+- The partitions' deliveries ready at once are written at the same time (their projects differ), and each
+  partition's offset is committed (`last + 1`) once they are written, all in one commit, so a worker
   taking over always starts where a plan starts. Faust's own ack-based commits are off for the topic:
   on a transactional topic they count the offsets of commit markers twice and can commit an offset
   inside a delivery, whose rest would then be written again under another token. A commit that fails
@@ -199,14 +200,18 @@ class Pipeline:
         self._planner.add(_message(event) for event in events)
         while True:
             self._planner.keep_only(self._assigned())
-            batch = await retrying("planning a delivery", self._planner.next_batch)
-            if batch is None:
+            batches = await retrying("planning deliveries", self._planner.next_batches)
+            if not batches:
                 return
-            if await self._write(batch):
-                self._planner.done(batch)
-                await self._commit(batch)
-            else:
-                self._planner.forget(batch.tp)
+            # Each partition's delivery at the same time: a delivery mostly waits for its inserts (their materialized
+            # views), and one after the other the busy partitions' deliveries made a cycle of seconds (issue 32).
+            written = await asyncio.gather(*(self._write(batch) for batch in batches))
+            for batch, done in zip(batches, written, strict=True):
+                if done:
+                    self._planner.done(batch)
+                else:
+                    self._planner.forget(batch.tp)
+            await self._commit([batch for batch, done in zip(batches, written, strict=True) if done])
 
     async def _write(self, batch: Batch) -> bool:
         """Write one delivery, retrying until it is written (True) or its partition has moved away (False)."""
@@ -232,32 +237,36 @@ class Pipeline:
         DELIVERIES.inc()
         return True
 
-    async def _commit(self, batch: Batch) -> None:
+    async def _commit(self, batches: list[Batch]) -> None:
+        """Commit the written deliveries' partitions, in one request."""
         # Only ever a delivery's end: a worker taking over reads from there, where a plan starts.
         # (faust's own ack-based commits can land inside a delivery on a transactional topic.)
-        offsets = {TP(*batch.tp): batch.last_offset + 1}
-        if batch.tp not in self._assigned():
+        assigned = self._assigned()
+        offsets = {TP(*batch.tp): batch.last_offset + 1 for batch in batches if batch.tp in assigned}
+        if len(offsets) < len(batches):
             # Moved while the delivery was written (a rebalance: a worker joined or left). faust would commit an
             # empty set of offsets, which aiokafka refuses, crashing the worker. The new holder reads it again, under
             # its plan.
-            log.info("partition moved before its commit; the new holder reads the delivery again", offsets=offsets)
+            moved = [batch.delivery.token for batch in batches if batch.tp not in assigned]
+            log.info("partition moved before its commit; the new holder reads the delivery again", tokens=moved)
+        if not offsets:
             return
         consumer = self._app.consumer
         try:
             async with asyncio.timeout(self._options.commit_timeout_s):
                 committed = await consumer._commit(offsets)
         except Exception as exc:  # a timeout too; a cancellation (the worker stopping) goes on
-            await self._commit_failed(batch, exc)
+            await self._commit_failed(batches, exc)
         if not committed:
             # faust's consumer thread answers False when the group rebalanced under the commit (the partition's
             # new holder reads from the last commit: nothing to do), and when the commit failed in any other
             # way, after crashing itself with the error.
             failure = consumer._thread.crash_reason
             if failure is not None:
-                await self._commit_failed(batch, failure)
+                await self._commit_failed(batches, failure)
             log.info("offsets not committed (partition moved); the new holder reads them again", offsets=offsets)
 
-    async def _commit_failed(self, batch: Batch, error: BaseException) -> NoReturn:
+    async def _commit_failed(self, batches: list[Batch], error: BaseException) -> NoReturn:
         """A failed commit is fatal: a consumer going on after one could hide a broken commit path for long
         (nothing committed, and a restart reading all since the last commit again). The process exits 1
         instead, for its supervisor to restart it: the written delivery is then read again under its plan
@@ -266,7 +275,7 @@ class Pipeline:
         log.critical(
             "committing offsets failed; the worker exits (status 1) to be restarted, the delivery will be read "
             "again and written once",
-            token=batch.delivery.token,
+            tokens=[batch.delivery.token for batch in batches],
             error=repr(error),
             exc_info=error,
         )

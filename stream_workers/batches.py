@@ -61,6 +61,7 @@ class Planner:
         self._prefix = f"{log_id}:" if log_id else ""
         self._queues: dict[TP, list[Message]] = {}
         self._recorded: dict[TP, tuple[int, int]] = {}  # the last plan looked up per partition: (first, last)
+        self._turn = 0  # where next_batches starts asking
 
     def add(self, messages: Iterable[Message]) -> None:
         for message in messages:
@@ -88,10 +89,20 @@ class Planner:
                 return batch
         return None
 
-    async def next_batches(self) -> list[Batch]:
-        """The next delivery of every partition that has one ready, each plan recorded: partitions hold other projects,
-        so their deliveries can be written at the same time."""
-        return [batch for tp, queue in list(self._queues.items()) if queue and (batch := await self._batch(tp, queue))]
+    async def next_batches(self, most: int) -> list[Batch]:
+        """The next delivery of up to `most` partitions that have one ready, each plan recorded: partitions hold other
+        projects, so their deliveries can be written at the same time. The partitions asked first take turns, so that
+        busy ones never keep the others waiting."""
+        partitions = list(self._queues.items())
+        start = self._turn % max(len(partitions), 1)
+        batches = []
+        for index, (tp, queue) in enumerate(partitions[start:] + partitions[:start]):
+            if len(batches) == most:
+                break
+            if queue and (batch := await self._batch(tp, queue)) is not None:
+                batches.append(batch)
+                self._turn = start + index + 1  # the next call starts after the last partition taken
+        return batches
 
     def done(self, batch: Batch) -> None:
         queue = self._queues.get(batch.tp)

@@ -54,6 +54,9 @@ from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze
 
 log = structlog.get_logger(__name__)
 
+# Deliveries written at the same time (each a partition's): each holds up to worker_batch_size records in memory
+# (~75 MB at 10,000), so the process's peak grows with it.
+AT_ONCE = 4
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 10.0
 
@@ -200,7 +203,7 @@ class Pipeline:
         self._planner.add(_message(event) for event in events)
         while True:
             self._planner.keep_only(self._assigned())
-            batches = await retrying("planning deliveries", self._planner.next_batches)
+            batches = await retrying("planning deliveries", lambda: self._planner.next_batches(AT_ONCE))
             if not batches:
                 return
             # Each partition's delivery at the same time: a delivery mostly waits for its inserts (their materialized

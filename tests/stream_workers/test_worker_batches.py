@@ -45,6 +45,19 @@ async def test_new_deliveries_hold_at_most_max_records_and_at_least_one_message(
     assert await drain(planner) == [f"{TOPIC}:0:0-2", f"{TOPIC}:0:4-6", f"{TOPIC}:0:8-8", f"{TOPIC}:1:0-0"]
 
 
+async def test_deliveries_of_up_to_n_partitions_go_together_and_the_partitions_take_turns(plans):
+    planner = Planner(plans, max_records=100)
+    for partition in range(6):
+        planner.add(messages(partition, [0, 2]))
+    first = await planner.next_batches(4)
+    assert len(first) == 4 and len({batch.tp for batch in first}) == 4
+    second = await planner.next_batches(4)  # nothing done yet: the same plans, the others' turn first
+    assert {batch.tp for batch in first} | {batch.tp for batch in second} == {(TOPIC, p) for p in range(6)}
+    for batch in first + second:
+        planner.done(batch)
+    assert await planner.next_batches(4) == []
+
+
 async def test_a_delivery_read_again_follows_its_recorded_plan(plans):
     first = Planner(plans, max_records=100)
     first.add(messages(0, [0, 2, 4, 6]))

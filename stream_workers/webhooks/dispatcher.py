@@ -48,6 +48,7 @@ MAX_DELIVERIES = 50  # log deliveries per read
 PER_ENDPOINT = 4  # attempts of one endpoint in flight at once, in this process
 MAX_IN_FLIGHT = 512  # attempts in flight at once, in this process
 SETTLE_EVERY_S = 0.02  # attempts' outcomes are settled together (one state-store call for many)
+COALESCE_S = 0.005  # an attempt's end waits this long for others before leasing again (one store call for several)
 IDLE_S = 0.1  # nothing due: look again after this (an enqueue in this process wakes the sender at once)
 ENDPOINTS_FRESH_S = 2.0  # a project's endpoints are read again after this (a change takes effect within it)
 SWEEP_EVERY_S = 3600.0
@@ -191,8 +192,7 @@ class Dispatcher:
                 task = asyncio.create_task(self.attempt(delivery))
                 self._attempts.add(task)
                 task.add_done_callback(self._attempts.discard)
-            if not leased:
-                await self._wait_for_work(stop)
+            await self._wait_for_work(stop)  # (a lease takes all it may now: room comes back as attempts end)
         if self._attempts:  # a stop lets attempts in flight finish (each is bounded by the sender's timeout)
             await asyncio.wait(list(self._attempts))
 
@@ -203,6 +203,8 @@ class Dispatcher:
         await asyncio.wait(waits, timeout=IDLE_S, return_when=asyncio.FIRST_COMPLETED)
         for wait in waits:
             wait.cancel()
+        if self._attempted.is_set() and not (self._due.is_set() or stop.is_set()):
+            await asyncio.sleep(COALESCE_S)  # the room of the attempts ending meanwhile, taken in the same lease
 
     async def attempt(self, delivery: Delivery) -> None:
         try:

@@ -258,9 +258,8 @@ def test_an_endpoint_answering_410_is_disabled(stack, receiver):
     api.close()
 
 
+@pytest.mark.parametrize("stack", ["production"], indirect=True)  # a process of its own there (embedded: the server's)
 def test_a_dispatcher_killed_mid_delivery_loses_nothing(stack, receiver):
-    if not isinstance(stack, ProductionServer):
-        pytest.skip("the dispatcher is a process of its own on the production shape (embedded: `rewards serve`'s)")
     api = project_api(stack)
     endpoint = subscribe(api, receiver.url("/slow"))
     ids = [f"w-kill-{n}" for n in range(30)]

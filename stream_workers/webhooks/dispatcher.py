@@ -50,7 +50,7 @@ MAX_IN_FLIGHT = 512  # attempts in flight at once, in this process
 SETTLE_EVERY_S = 0.02  # attempts' outcomes are settled together (one state-store call for many)
 COALESCE_S = 0.005  # an attempt's end waits this long for others before leasing again (one store call for several)
 IDLE_S = 0.1  # nothing due: look again after this (an enqueue in this process wakes the sender at once)
-ENDPOINTS_FRESH_S = 2.0  # a project's endpoints are read again after this (a change takes effect within it)
+ENDPOINTS_FRESH_S = 2.0  # the sender's view of an endpoint (its URL, secret, enabled) is at most this old
 SWEEP_EVERY_S = 3600.0
 GAUGE_EVERY_S = 10.0
 RETRY_S = 1.0
@@ -67,15 +67,16 @@ class Settings:
 
 
 class Subscriptions:
-    """Each project's endpoints, read from the state store at most every ENDPOINTS_FRESH_S."""
+    """Each project's endpoints: the reader reads them afresh for each delivery (an endpoint made a moment before an
+    event must get it); the sender's view is refreshed every ENDPOINTS_FRESH_S."""
 
     def __init__(self, state: StateStore):
         self._state = state
         self._cached: dict[str, tuple[float, list[Endpoint]]] = {}
 
-    async def of(self, project_id: str) -> list[Endpoint]:
+    async def of(self, project_id: str, fresh: bool = False) -> list[Endpoint]:
         found = self._cached.get(project_id)
-        if found is None or time.monotonic() - found[0] > ENDPOINTS_FRESH_S:
+        if fresh or found is None or time.monotonic() - found[0] > ENDPOINTS_FRESH_S:
             found = (time.monotonic(), await self._state.list_webhooks(project_id))
             self._cached[project_id] = found
             if len(self._cached) > 100_000:  # bounded: the oldest reads go first
@@ -164,7 +165,7 @@ class Dispatcher:
         return True
 
     async def _enqueue_project(self, project_id: str, records: list) -> int:
-        endpoints = await self.subscriptions.of(project_id)
+        endpoints = await self.subscriptions.of(project_id, fresh=True)
         if not endpoints:
             return 0
         deliveries = await self.events.deliveries(project_id, records, endpoints, now_ms())

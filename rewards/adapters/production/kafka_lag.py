@@ -48,12 +48,7 @@ class KafkaLag:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap_servers, isolation_level="read_committed", enable_auto_commit=False
         )
-        await admin.start()
-        try:
-            await consumer.start()
-        except BaseException:
-            await admin.close()
-            raise
+        await start_both(admin, consumer)
         return cls(admin, consumer, group_id, topic)
 
     async def backlog(self) -> int:
@@ -102,6 +97,16 @@ class KafkaLag:
         if any(tp not in committed for tp in tps):
             raise _NotAnswered(f"the coordinator of group {self._group_id} did not answer for every partition")
         return committed
+
+
+async def start_both(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> None:
+    """Start an admin client and a consumer, or neither (the admin closed again if the consumer does not start)."""
+    await admin.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await admin.close()
+        raise
 
 
 class _NotAnswered(KafkaError):

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from rewards.adapters.production.kafka_lag import REQUEST_TIMEOUT_MS, on_live_broker
+from rewards.adapters.production.kafka_lag import REQUEST_TIMEOUT_MS, on_live_broker, start_both
 from rewards.ports import Delivery
 from schemas.records import Undecodable, decode_message
 from schemas.topics import EVENTS_TOPIC
@@ -63,12 +63,7 @@ class KafkaWebhookFeed:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=REQUEST_TIMEOUT_MS)
         feed = cls(consumer, admin, workers_group)
         consumer.subscribe([topic], listener=_Revoked(feed))
-        await admin.start()
-        try:
-            await consumer.start()
-        except BaseException:
-            await admin.close()
-            raise
+        await start_both(admin, consumer)
         return feed
 
     async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:

@@ -289,3 +289,60 @@ def test_a_batch_left_in_flight_by_a_killed_ingest_process_is_taken_over_once_it
     finally:
         client.close()
         stop_processes([killed, restarted])
+
+
+PROGRAM = {
+    "default_tier": None,
+    "tiers": [],
+    "conversions": [{"event_name": "purchase", "base": {"rate_of": "value", "rate": "1"},
+                     "end_user_reward": {"rate": "1"}}],
+    "approval": {"currencies": ["point"], "above": "50"},
+}  # fmt: skip
+
+
+def test_reversals_and_approvals_under_two_workers_one_killed_land_exactly_once(api, admin, production_server):
+    """Issue 30's owed fault test: 3,000 purchases (each paying its value in points; those above 50 held for approval)
+    over two worker processes of one group, one SIGKILLed mid-stream and started again, while half of the early
+    purchases are refunded and the held ones approved: every point lands once, each refund takes back exactly half."""
+    assert api.put("/projects/config", json=PROGRAM).status_code == 200
+    worker = [sys.executable, "-m", "rewards", "workers"]
+    second = subprocess.Popen(worker, env=production_server.env)  # beside the session's own: one group of two
+    third = None
+    try:
+        keys = [admin.key(api.project_id, SERVICE) for _ in range(10)]
+        value = {n: 100 if n % 10 == 0 else 20 for n in range(3000)}  # one in ten held (100 > 50)
+        batches = [[{**event(f"ra-{b}-{i}", user=evm(i % 50)), "args": {"value": {"amount": str(value[b * 100 + i])}}}
+                    for i in range(100)] for b in range(30)]  # fmt: skip
+        for number, batch in enumerate(batches):
+            with Api(production_server, keys[number % 10], api.project_id) as client:
+                assert client.post("/events/batch", json={"events": batch}).json() == {"ingested_events": 100}
+            if number == 10:
+                second.send_signal(signal.SIGKILL)
+                second.wait()
+            if number == 20:
+                third = subprocess.Popen(worker, env=production_server.env)
+            if number in (12, 24):  # half of batch 0-1's not-held purchases refunded, twice over the stream
+                part = batches[number // 12 - 1]
+                items = [{"dedup_id": e["dedup_id"], "reason": "refund", "fraction": "0.5"} for e in part
+                         if e["args"]["value"]["amount"] == "20"]  # fmt: skip
+                assert api.post("/events/reversals", json={"reversals": items}).status_code == 200
+        api.wait_processed(*(e["dedup_id"] for batch in batches for e in batch[::10]), timeout_s=120)
+        held = []
+        while page := _held_page(api, len(held) // 100 + 1):
+            held += page
+        assert len(held) == 300  # 30 batches x 10
+        for start in range(0, 300, 100):
+            answer = api.post("/payouts/pending-approval/approve", json={"payout_ids": held[start : start + 100]})
+            assert answer.json() == {"approved": 100}
+        expected = 2700 * 20 + 300 * 100 - 2 * 90 * 10  # paid, approved, and 180 refunds of half of 20
+        deadline = time.monotonic() + 90
+        while summary(api) != str(expected) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert summary(api) == str(expected)
+    finally:
+        stop_processes([second, third])
+
+
+def _held_page(api: Api, page: int) -> list[str]:
+    answer = api.get("/payouts/pending-approval", params={"page_size": 100, "page": page})
+    return [row["id"] for row in answer.json()["results"]]

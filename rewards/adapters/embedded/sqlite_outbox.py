@@ -40,13 +40,7 @@ class SqliteOutbox:
 
     async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:
         """One delivery of up to `max_deliveries` published messages (one warehouse write for all)."""
-        self._published.clear()  # before reading, so a publish after the read still wakes us
-        deliveries = await self._db.run(lambda c: self._planned(c, max_deliveries))
-        if deliveries:
-            return deliveries
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._published.wait(), timeout_s)
-        return await self._db.run(lambda c: self._planned(c, max_deliveries))
+        return await _read_or_wait(self._db, self._published, lambda c: self._planned(c, max_deliveries), timeout_s)
 
     async def backlog(self) -> int:
         """Messages not yet written by the worker (rewards.web.backpressure). Delivered rows are deleted oldest first,
@@ -101,13 +95,7 @@ class SqliteWebhookFeed:
         self._fed = fed or asyncio.Event()
 
     async def poll(self, max_deliveries: int, timeout_s: float) -> list[Delivery]:
-        self._fed.clear()
-        deliveries = await self._db.run(lambda c: self._first(c, max_deliveries))
-        if deliveries:
-            return deliveries
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._fed.wait(), timeout_s)
-        return await self._db.run(lambda c: self._first(c, max_deliveries))
+        return await _read_or_wait(self._db, self._fed, lambda c: self._first(c, max_deliveries), timeout_s)
 
     async def commit(self, deliveries: Sequence[Delivery]) -> None:
         ranges = [_range(d.token) for d in deliveries]
@@ -123,6 +111,18 @@ class SqliteWebhookFeed:
             return []
         records = [record for row in rows for record in decode_message(row["payload"])]
         return [Delivery(f"feed:{rows[0]['id']}-{rows[-1]['id']}", records)]
+
+
+async def _read_or_wait(db: SqliteDatabase, woken: asyncio.Event, read, timeout_s: float) -> list[Delivery]:
+    """`read`'s deliveries; none: read again once `woken` is set (a write in this process) or `timeout_s` passed
+    (another process's). Cleared before reading, so a write after the read still wakes it."""
+    woken.clear()
+    deliveries = await db.run(read)
+    if deliveries:
+        return deliveries
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(woken.wait(), timeout_s)
+    return await db.run(read)
 
 
 def _range(token: str) -> tuple[int, int]:

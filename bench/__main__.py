@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bench import bench_affiliates, dedup, engines, ingest, queries, webhooks, workers
+from bench import bench_affiliates, dedup, engines, hot_project, ingest, queries, webhooks, workers
 from bench.context import Context
 from bench.report import Figure, render, save
 from rewards.devengines import STARTERS
@@ -24,6 +24,7 @@ SUITES = {
     "dedup": dedup.run,
     "workers": workers.run,
     "webhooks": webhooks.run,
+    "hot": hot_project.run,
 }
 
 

@@ -238,6 +238,12 @@ def _memory_figures(shape: str, peaks: dict[str, float], idle: dict[str, float])
 
 
 def _project(server, referred_users: int) -> str:
+    return project_and_key(server, referred_users)[1]
+
+
+def project_and_key(server, referred_users: int) -> tuple[str, str]:
+    """A project set up for the load (its payout config, a 4-level referral chain over `referred_users`), and a
+    service_role key of it."""
     admin = Admin(server)
     project_id = admin.project()
     key = admin.key(project_id, "service_role")
@@ -249,7 +255,7 @@ def _project(server, referred_users: int) -> str:
             _use(api, code, referred)
         for user in USERS[:referred_users]:
             _use(api, codes[-1], user)
-    return key
+    return project_id, key
 
 
 def _code(api: httpx.Client, owner: str) -> str:

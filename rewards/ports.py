@@ -504,9 +504,14 @@ class LogUnavailable(Unavailable):
 class EventLog(Protocol):
     """The producer side. Inside `StateStore.ingest`/`use_code`, publication joins their transaction."""
 
+    shards: int  # how many partitions one project's conversions spread over (schemas.topics.shard_of); 1: none
+
     async def publish(self, project_id: str, payload: bytes) -> None:
-        """Publish one message: a batch of records as `schemas.records` serializes them (dump_records).
-        Raises LogUnavailable when the message is not (or not surely) published."""
+        """Publish one message: a batch of records as `schemas.records` serializes them (dump_records), in its
+        project's order. Raises LogUnavailable when the message is not (or not surely) published."""
+
+    async def publish_shards(self, project_id: str, payloads: dict[int, bytes]) -> None:
+        """Publish one message per shard (0 <= shard < `shards`), all or none: a batch's conversions, spread."""
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ async def open_log(url: str, settings: Settings, state: StateStore) -> tuple[Eve
         from rewards.adapters.production.kafka_log import KafkaEventLog
 
         servers = url.removeprefix("kafka://")
-        log = await KafkaEventLog.start(servers, settings.producer_pool_size)
+        log = await KafkaEventLog.start(servers, settings.producer_pool_size, shards=settings.conversion_shards)
         try:
             lag = await KafkaLag.start(servers, settings.worker_group_id)
         except BaseException:

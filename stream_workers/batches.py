@@ -61,7 +61,7 @@ class Planner:
         self._prefix = f"{log_id}:" if log_id else ""
         self._queues: dict[TP, list[Message]] = {}
         self._recorded: dict[TP, tuple[int, int]] = {}  # the last plan looked up per partition: (first, last)
-        self._turn = 0  # where next_batches starts asking
+        self._added: dict[TP, int] = {}  # messages ever added per partition: tells a lane that more came meanwhile
 
     def add(self, messages: Iterable[Message]) -> None:
         for message in messages:
@@ -69,6 +69,17 @@ class Planner:
             if queue and message.offset <= queue[-1].offset:
                 queue.clear()  # the partition is being read again from an earlier offset (after a rebalance)
             queue.append(message)
+            self._added[message.tp] = self._added.get(message.tp, 0) + 1
+
+    def partitions(self) -> list[TP]:
+        """The partitions with messages queued."""
+        return [tp for tp, queue in self._queues.items() if queue]
+
+    def queued(self, tp: TP) -> int:
+        return len(self._queues.get(tp, ()))
+
+    def added(self, tp: TP) -> int:
+        return self._added.get(tp, 0)
 
     def keep_only(self, assigned: set[TP]) -> None:
         """Forget the messages of partitions this worker no longer holds: their new holder reads them again."""
@@ -78,6 +89,7 @@ class Planner:
     def forget(self, tp: TP) -> None:
         self._queues.pop(tp, None)
         self._recorded.pop(tp, None)
+        self._added.pop(tp, None)
 
     def pending(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
@@ -89,20 +101,11 @@ class Planner:
                 return batch
         return None
 
-    async def next_batches(self, most: int) -> list[Batch]:
-        """The next delivery of up to `most` partitions that have one ready, each plan recorded: partitions hold other
-        projects, so their deliveries can be written at the same time. The partitions asked first take turns, so that
-        busy ones never keep the others waiting."""
-        partitions = list(self._queues.items())
-        start = self._turn % max(len(partitions), 1)
-        batches = []
-        for index, (tp, queue) in enumerate(partitions[start:] + partitions[:start]):
-            if len(batches) == most:
-                break
-            if queue and (batch := await self._batch(tp, queue)) is not None:
-                batches.append(batch)
-                self._turn = start + index + 1  # the next call starts after the last partition taken
-        return batches
+    async def batch_of(self, tp: TP) -> Batch | None:
+        """The partition's next delivery, its plan recorded; None if its queue is empty or waits for the rest of a
+        recorded plan."""
+        queue = self._queues.get(tp)
+        return await self._batch(tp, queue) if queue else None
 
     def done(self, batch: Batch) -> None:
         queue = self._queues.get(batch.tp)

@@ -12,10 +12,11 @@ Exactly-once effect, from at-least-once delivery:
   the same records and the same token `{topic}:{partition}:{first}-{last}`, and ClickHouse's
   `insert_deduplication_token` drops the repeated inserts. The processor then marks its conversions
   processed, so a record published twice (in two deliveries) is written once too.
-- The partitions' deliveries ready at once are written at the same time (their projects differ), and each
-  partition's offset is committed (`last + 1`) once they are written, all in one commit, so a worker
-  taking over always starts where a plan starts. Faust's own ack-based commits are off for the topic:
-  on a transactional topic they count the offsets of commit markers twice and can commit an offset
+- Each partition's deliveries are written in order by a lane of its own, up to AT_ONCE partitions' at the same
+  time, and its offset is committed (`last + 1`) once its delivery is written (lanes finishing together, in one
+  commit), so a worker taking over always starts where a plan starts. A delivery waiting for another partition's
+  records (a reversal before its event: schemas.topics) pauses its own lane only. Faust's own ack-based commits are
+  off for the topic: on a transactional topic they count the offsets of commit markers twice and can commit an offset
   inside a delivery, whose rest would then be written again under another token. A commit that fails
   (or is not done within `commit_timeout_s`) is fatal: the process exits 1, to be restarted, and the
   delivery is read again and written once.
@@ -34,6 +35,7 @@ import itertools
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -42,24 +44,32 @@ import faust
 import structlog
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
+from stream_workers.handlers.base import Waiting
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
 
 log = structlog.get_logger(__name__)
 
-# Deliveries written at the same time (each a partition's): each holds up to worker_batch_size records in memory
-# (~75 MB at 10,000), so the process's peak grows with it.
+# Deliveries written at the same time (each a partition's lane's): each holds up to worker_batch_size records in
+# memory (~75 MB at 10,000), so the process's peak grows with it.
 AT_ONCE = 4
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 10.0
 
+WAIT_FIRST_S, WAIT_MAX_S = 0.02, 1.0  # between tries of a delivery waiting for another partition's records
+WAIT_LOG_S = 30.0
+
+WAITING = Gauge(
+    "rewards_worker_waiting_deliveries",
+    "Deliveries waiting for another partition's records to be written (a reversal before its event, spread by user)",
+)
 COMMIT_FAILURES = Counter("rewards_worker_commit_failures_total", "Offset commits that failed (each stops the worker)")
 
 
@@ -179,45 +189,89 @@ def build_app(
         resources = await retrying("opening the state store and warehouse", opener)
         planner = Planner(resources.plans, settings.worker_batch_size, resources.log_id)
         pipeline = Pipeline(app, resources, planner, options)
+        pipeline.max_queued = settings.worker_batch_size
         freeze_startup_objects()
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)
         finally:
+            await pipeline.stop()
             await resources.close()
 
     return app
 
 
 class Pipeline:
+    """One lane per partition with messages: each writes its partition's deliveries one after the other and commits
+    each (commits of lanes finishing together go in one request); up to AT_ONCE deliveries are written at the same
+    time. A lane whose delivery waits for another partition (stream_workers.handlers.base.Waiting) pauses its
+    partition's fetching and tries again shortly, the other lanes going on meanwhile: a wait never holds back the
+    partition it waits for, whichever worker holds it."""
+
     def __init__(self, app: faust.App, resources: Resources, planner: Planner, options: WorkerOptions):
         self._app = app
         self._options = options
         self._resources = resources
         self._planner = planner
         self._checked = False
+        self._lanes: dict[tuple[str, int], asyncio.Task] = {}
+        self._writing = asyncio.Semaphore(AT_ONCE)
+        self._waiting: set[tuple[str, int]] = set()  # partitions whose delivery waits (paused)
+        self._progress = asyncio.Event()  # set as lanes write deliveries or end
+        self._to_commit: dict[tuple[str, int], Batch] = {}
+        self._committing = asyncio.Lock()
+        self.max_queued = 1  # messages queued for busy lanes before `write` waits (the stream's take size)
 
     async def write(self, events) -> None:
+        """Queue the events' messages and start their partitions' lanes; return once what is queued for lanes that
+        are not waiting is at most `max_queued` messages (back-pressure: the stream is read on when there is room)."""
         if not self._checked:
             await self._check_read_committed()
         self._planner.add(_message(event) for event in events)
-        while True:
-            self._planner.keep_only(self._assigned())
-            batches = await retrying("planning deliveries", lambda: self._planner.next_batches(AT_ONCE))
-            if not batches:
-                return
-            # Each partition's delivery at the same time: a delivery mostly waits for its inserts (their materialized
-            # views), and one after the other the busy partitions' deliveries made a cycle of seconds (issue 32).
-            written = await asyncio.gather(*(self._write(batch) for batch in batches))
-            for batch, done in zip(batches, written, strict=True):
-                if done:
-                    self._planner.done(batch)
-                else:
-                    self._planner.forget(batch.tp)
-            await self._commit([batch for batch, done in zip(batches, written, strict=True) if done])
+        self._planner.keep_only(self._assigned())
+        for tp in self._planner.partitions():
+            if tp not in self._lanes:
+                self._lanes[tp] = asyncio.create_task(self._lane(tp))
+        while self._busy_queued() > self.max_queued:
+            self._progress.clear()
+            await self._progress.wait()
+
+    async def stop(self) -> None:
+        lanes = list(self._lanes.values())
+        for lane in lanes:
+            lane.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+
+    def _busy_queued(self) -> int:
+        return sum(self._planner.queued(tp) for tp in self._lanes if tp not in self._waiting)
+
+    async def _lane(self, tp: tuple[str, int]) -> None:
+        try:
+            while tp in self._assigned():
+                added = self._planner.added(tp)
+                async with self._writing:  # a delivery is planned (decoded) only once it has its turn: memory
+                    batch = await retrying("planning deliveries", lambda: self._planner.batch_of(tp))
+                    if batch is None:
+                        if self._planner.added(tp) == added:
+                            return  # nothing more came meanwhile: `write` starts a lane again when it does
+                        continue
+                    if not await self._write(batch):
+                        self._planner.forget(tp)
+                        return
+                self._planner.done(batch)
+                await self._commit(batch)
+                self._progress.set()
+        except Exception as exc:  # a bug: the worker stops (exit 1) rather than leave the partition unread
+            log.exception("a partition's lane failed; the worker stops", topic=tp[0], partition=tp[1])
+            await self._app.crash(exc)
+        finally:
+            if self._lanes.get(tp) is asyncio.current_task():
+                del self._lanes[tp]
+            self._progress.set()
 
     async def _write(self, batch: Batch) -> bool:
-        """Write one delivery, retrying until it is written (True) or its partition has moved away (False)."""
+        """Write one delivery, retrying until it is written (True) or its partition has moved away (False). Called
+        holding a turn of `_writing`, given back while the delivery waits."""
 
         async def write():
             with LATENCY.time():
@@ -226,21 +280,48 @@ class Pipeline:
                     batch.delivery, resources.state, resources.warehouse, resources.dead_letters, resources.window_s
                 )
 
+        waiting = _Wait(batch, self._app.consumer)
         try:
-            payouts = await retrying(
-                "writing a delivery",
-                write,
-                still_wanted=lambda: batch.tp in self._assigned(),
-                token=batch.delivery.token,
-            )
+            while True:
+                try:
+                    payouts = await retrying(
+                        "writing a delivery",
+                        write,
+                        still_wanted=lambda: batch.tp in self._assigned(),
+                        passing=Waiting,
+                        token=batch.delivery.token,
+                    )
+                    break
+                except Waiting as reason:
+                    self._waiting.add(batch.tp)
+                    self._progress.set()  # `write` no longer counts this partition's queue
+                    self._writing.release()
+                    try:
+                        await waiting.again(reason)
+                    finally:
+                        await _reacquire(self._writing)
+                    if batch.tp not in self._assigned():
+                        raise Abandoned("waiting") from None
         except Abandoned:
             log.warning("partition moved to another worker; delivery left to it", token=batch.delivery.token)
             return False
+        finally:
+            if waiting.since is not None:
+                self._waiting.discard(batch.tp)
+                waiting.over(batch.tp in self._assigned())
         PAYOUTS.inc(payouts)
         DELIVERIES.inc()
         return True
 
-    async def _commit(self, batches: list[Batch]) -> None:
+    async def _commit(self, batch: Batch) -> None:
+        """Commit the partition's offset past `batch`, with those of lanes finishing meanwhile, in one request."""
+        self._to_commit[batch.tp] = batch
+        async with self._committing:
+            batches, self._to_commit = list(self._to_commit.values()), {}
+            if batches:  # else committed by another lane's request
+                await self._commit_offsets(batches)
+
+    async def _commit_offsets(self, batches: list[Batch]) -> None:
         """Commit the written deliveries' partitions, in one request."""
         # Only ever a delivery's end: a worker taking over reads from there, where a plan starts.
         # (faust's own ack-based commits can land inside a delivery on a transactional topic.)
@@ -299,6 +380,47 @@ class Pipeline:
         self._checked = True
 
 
+async def _reacquire(semaphore: asyncio.Semaphore) -> None:
+    """Take a turn of `semaphore` back. Shielded: cancelled meanwhile (the pipeline stopping), the caller's `async
+    with` gives the turn back at once and the acquire still takes it when it comes, so the count stays right."""
+    await asyncio.shield(semaphore.acquire())
+
+
+class _Wait:
+    """A delivery waiting for another partition's records: its partition's fetching paused meanwhile (what is queued
+    stays bounded), counted in WAITING, logged when it starts and every WAIT_LOG_S while it lasts."""
+
+    def __init__(self, batch: Batch, consumer):
+        self._batch, self._consumer = batch, consumer
+        self.since: float | None = None
+        self._logged = 0.0
+        self._delay = WAIT_FIRST_S
+
+    async def again(self, reason: Waiting) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since, self._logged = now, now
+            WAITING.inc()
+            self._consumer.pause_partitions([TP(*self._batch.tp)])
+            log.info("delivery waits for another partition", token=self._batch.delivery.token, reason=str(reason))
+        elif now - self._logged >= WAIT_LOG_S:
+            self._logged = now
+            log.warning(
+                "delivery still waits for another partition",
+                token=self._batch.delivery.token,
+                reason=str(reason),
+                waited_s=round(now - self.since, 1),
+            )
+        await asyncio.sleep(self._delay)
+        self._delay = min(self._delay * 2, WAIT_MAX_S)
+
+    def over(self, assigned: bool) -> None:
+        WAITING.dec()
+        if assigned:
+            self._consumer.resume_partitions([TP(*self._batch.tp)])
+        log.info("delivery waited", token=self._batch.delivery.token, waited_s=round(time.monotonic() - self.since, 3))
+
+
 def _message(event) -> Message:
     message = event.message
     return Message(message.topic, message.partition, message.offset, message.value)
@@ -308,11 +430,21 @@ class Abandoned(Exception):
     """The work is no longer this worker's."""
 
 
-async def retrying(what: str, action, still_wanted: Callable[[], bool] = lambda: True, **context):
+async def retrying(
+    what: str,
+    action,
+    still_wanted: Callable[[], bool] = lambda: True,
+    passing: type[Exception] | tuple = (),
+    **context,
+):
+    """`action()`'s result, tried again (with backoff, each failure counted and logged) until it succeeds; `passing`:
+    exceptions that are not failures, raised to the caller."""
     delay = RETRY_FIRST_S
     for attempt in itertools.count(1):
         try:
             return await action()
+        except passing:
+            raise
         except Exception:
             FAILURES.inc()
             log.exception(f"{what} failed; retrying", attempt=attempt, retry_in_s=delay, **context)

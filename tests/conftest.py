@@ -26,7 +26,8 @@ def embedded_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def production_server(kafka_url, redis_url, clickhouse_url):
     engines = {"KAFKA_BOOTSTRAP_SERVERS": kafka_url, "REDIS_URL": redis_url, "CLICKHOUSE_URL": clickhouse_url}
-    server = ProductionServer(engines).start()
+    # Two worker processes share the partitions, over which each project's conversions spread (schemas.topics).
+    server = ProductionServer(engines, worker_processes=2).start()
     yield server
     server.stop()
 

@@ -14,6 +14,7 @@ from rewards.ports import EventLog, IngestStore, StateStore, Unavailable
 from rewards.stages import PUBLISHED, reached
 from rewards.web.backpressure import Backpressure
 from schemas.records import dump_conversions
+from schemas.topics import shard_of
 
 INGESTED = Counter("rewards_ingested_events_total", "Events accepted (duplicates excluded)")
 DUPLICATES = Counter("rewards_duplicate_events_total", "Events ignored as already known")
@@ -94,9 +95,33 @@ async def accept_events(
             return -1, claim.replay
         fresh = [events[i] for i in claim.fresh]
         if fresh:
-            await log.publish(project_id, dump_conversions(project_id, batch_id, received, fresh))
+            await _publish(log, project_id, batch_id, received, fresh)
             reached(PUBLISHED, received)
         claim.respond(orjson.dumps({"ingested_events": len(fresh)}))
     INGESTED.inc(len(fresh))
     DUPLICATES.inc(len(events) - len(fresh))
     return len(fresh), None
+
+
+async def _publish(log: EventLog, project_id: str, batch_id: str, received: int, events: list[ValidEvent]) -> None:
+    """The batch's conversions in one message, or, where the log spreads a project's conversions, one per partition
+    they go to by user (schemas.topics), in one transaction."""
+    if log.shards <= 1:
+        await log.publish(project_id, dump_conversions(project_id, batch_id, received, events))
+        return
+    parts = spread(project_id, events, log.shards)
+    await log.publish_shards(
+        project_id, {shard: dump_conversions(project_id, batch_id, received, part) for shard, part in parts.items()}
+    )
+
+
+def spread(project_id: str, events: list[ValidEvent], shards: int) -> dict[int, list[ValidEvent]]:
+    """The events by the shard of their user (schemas.topics.shard_of), each shard's in the batch's order."""
+    of_user: dict[tuple[str, str], int] = {}  # each user's shard, hashed once
+    parts: dict[int, list[ValidEvent]] = {}
+    for event in events:
+        user = event.user_identifier_type, event.user_identifier
+        if (shard := of_user.get(user)) is None:
+            shard = of_user[user] = shard_of(project_id, *user, shards)
+        parts.setdefault(shard, []).append(event)
+    return parts

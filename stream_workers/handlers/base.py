@@ -50,6 +50,12 @@ class Project:
     reversed_before_approval: dict[str, Decimal] = field(default_factory=dict)
 
 
+class Waiting(Exception):
+    """A record that needs another partition's record written first (a reversal whose event, spread by user, is
+    accepted but not yet written: schemas.topics): its delivery is written again shortly, after the others'
+    (stream_workers.faust_app), never set aside."""
+
+
 @dataclass(frozen=True)
 class Unusable:
     """A project whose stored configuration cannot be read (stored before today's checks)."""

@@ -6,11 +6,14 @@ each payout of `amount` gives back exactly ⌊amount × after⌋ − ⌊amount �
 (rewards.domain.reversals.taken_back), whichever worker takes it and in whichever order: once an event is reversed
 whole, all of every figure is back.
 
-What was paid is read from the warehouse: a reversal is accepted only once its event is (API.md §9: 404 before), and
-the log keeps a project's records in order, so its event's rows are written before it is processed. The processor
+What was paid is read from the warehouse: a reversal is accepted only once its event is (API.md §9: 404 before). Its
+event may not be written yet: a project's conversions are spread over the partitions by user, its reversals keep the
+project's partition (schemas.topics). A reversal of an event the state store has `accepted` but the warehouse not yet
+waits for it (`Waiting`: its delivery is written again shortly, other partitions going on meanwhile). The processor
 runs a delivery's reversals after its other records are written (stream_workers.processor), for an event and its
 reversal in one delivery. A reversal whose event has no rows (set aside as a dead letter) takes back nothing; one
-whose event was never written is set aside itself, visibly, rather than lost."""
+whose event the state store does not know as accepted (never written) is set aside itself, visibly, rather than
+lost."""
 
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -26,7 +29,7 @@ from schemas.entities import REVERSAL
 from schemas.records import ReversalRecord
 from stream_workers import rows
 from stream_workers.capped import row_key
-from stream_workers.handlers.base import Handler, Project
+from stream_workers.handlers.base import Handler, Project, Waiting
 from stream_workers.writes import Writes
 
 reversal_row = rows.row_of(REVERSAL, "reversal_row")
@@ -84,22 +87,25 @@ class Reversal(Handler):
         if not records:
             return
         ids = sorted({record.dedup_id for record in records})
-        params = {"project": project_id, "ids": ids}
+        # An event is written whole once its `dedup_ids` row is (its delivery's last insert), or once the state store
+        # marked it (after that insert; its `dedup_ids` row may have left the window since): its conversion row alone
+        # may be another worker's delivery half-way through its inserts.
+        keys = [(dedup_archive.EVENT, dedup_id) for dedup_id in ids]
+        written = await dedup_archive.written_among(warehouse, project_id, keys, 10 * 365 * 86400)
+        project.set_aside_events = {dedup_id for (_, dedup_id), status in written.items() if status == "failed"}
+        await _wait_for_accepted(project_id, [d for d in ids if (dedup_archive.EVENT, d) not in written], state)
+        params = {"project": project_id, "ids": [d for d in ids if d not in project.set_aside_events]}
         paid = {row["dedup_id"]: Paid(row) for row in await warehouse.query(_CONVERSIONS, params)}
         for row in await warehouse.query(_PAYOUTS, params):
             paid[row["source_id"]].payouts.append(row)
         for row in await warehouse.query(_VOLUMES, params):
             paid[row["source_id"]].volumes.append(row)
         project.reversing = paid
-        unwritten = [(dedup_archive.EVENT, dedup_id) for dedup_id in ids if dedup_id not in paid]
-        if unwritten:
-            written = await dedup_archive.written_among(warehouse, project_id, unwritten, 10 * 365 * 86400)
-            project.set_aside_events = {dedup_id for (_, dedup_id), status in written.items() if status == "failed"}
 
     def add(self, record: ReversalRecord, project: Project, writes: Writes, created: int) -> None:
         paid = project.reversing.get(record.dedup_id)
         if paid is None and record.dedup_id not in project.set_aside_events:
-            raise LookupError(f"its event {record.dedup_id} is not written yet")
+            raise LookupError(f"its event {record.dedup_id} was never written, and the state store has it not accepted")
         shares = Decimal(record.reversed_before), Decimal(record.reversed_after)
         found = {} if paid is None else _rows(record, paid, shares, created)
         writes.rows["reversals"].append(reversal_row(record))
@@ -113,6 +119,13 @@ class Reversal(Handler):
         writes.rows["dedup_ids"].append(self.written_row(record))
         marked = writes.reversed[record.project_id]
         marked[record.dedup_id] = max(marked.get(record.dedup_id, shares[1]), shares[1])
+
+
+async def _wait_for_accepted(project_id: str, dedup_ids: list[str], state: StateStore) -> None:
+    """Raise Waiting if one of the events is accepted but not written yet (its partition is behind this one's)."""
+    for dedup_id in dedup_ids:
+        if await state.event_status(project_id, dedup_id) == "accepted":
+            raise Waiting(f"the reversed event {dedup_id} of project {project_id} is accepted, not yet written")
 
 
 def _token_parts(project_id: str, reversing: list[dict]) -> list[tuple[TakeBack, dict]]:

@@ -40,6 +40,7 @@ from tests.conftest import SERVICE, event, evm
 from tests.runtime.test_production_faults import assert_log_unavailable
 from tests.support.harness import Admin, Api, ProductionServer, run_async
 from tests.support.kafka_cluster import in_sync
+from tests.support.kafka_helpers import drain_markers
 
 REPLICATION = {"REWARDS_KAFKA_REPLICATION_FACTOR": "3", "REWARDS_KAFKA_MIN_INSYNC_REPLICAS": "2"}
 INTERNAL_TOPICS = ["__consumer_offsets", "__transaction_state"]
@@ -342,10 +343,12 @@ def outcome(kafka_cluster, server) -> Iterator[Outcome]:
         workers_restarted += 1
     expected = {}
     for client in clients:
-        # Published after every other batch of the project (one partition): once processed, all were.
-        assert client.post("/events/batch", json={"events": [event("drained")]}).status_code == 200
-        client.wait_processed("drained", timeout_s=120)
-        expected[client.project_id] = EVENTS_PER_BATCH * len(load.accepted[client.project_id]) + 1
+        # Published after every other batch of the project, one on each partition (conversions spread by user):
+        # once all are processed, everything before them was.
+        markers = drain_markers(client.project_id)
+        assert client.post("/events/batch", json={"events": markers}).status_code == 200
+        client.wait_processed(*(marker["dedup_id"] for marker in markers), timeout_s=120)
+        expected[client.project_id] = EVENTS_PER_BATCH * len(load.accepted[client.project_id]) + len(markers)
     result = Outcome(stalls, load, lag, expected, clients, workers_restarted, broker_memory_mb(kafka_cluster))
     print("\n" + "\n".join(str(stall) for stall in stalls))
     statuses = Counter(answer.status for answer in load.answers)

@@ -70,6 +70,55 @@ async def test_concurrent_publishes_share_the_pool(kafka, event_log):
     await eventually(visible, timeout_s=5, every_s=0.05)
 
 
+async def test_a_spread_batch_is_one_message_per_partition_in_one_transaction(kafka, event_log, monkeypatch):
+    """publish_shards: each part on the partition asked for, all committed together; one part refused, none of them
+    is ever visible."""
+    assert event_log.shards == PARTITIONS  # REWARDS_CONVERSION_SHARDS=0: all of the topic's
+    before = await end_offsets(kafka.url)
+    parts = {shard: dump_records(conversions(PROJECT, f"spread-{shard}", 2)) for shard in (0, 2, 3)}
+    await event_log.publish_shards(PROJECT, parts)
+
+    async def visible():
+        messages = await read_since(kafka.url, before, "read_committed")
+        assert len(messages) == 3
+        return messages
+
+    messages = await eventually(visible, timeout_s=5, every_s=0.05)
+    assert {m.partition: m.value for m in messages} == parts
+    after = await end_offsets(kafka.url)
+    assert sum(after.values()) - sum(before.values()) == 3 + 3  # three messages, a commit marker on each partition
+
+    before = after
+    poisoned = {0: dump_records(conversions(PROJECT, "fine", 1)), 1: dump_records(conversions(PROJECT, "poison", 1))}
+    for slot in event_log._slots:
+        send = (await slot.ready()).send
+
+        async def poisoned_send(topic, payload, key, partition=None, send=send):
+            if b'"poison"' in payload:
+                raise RuntimeError("this message cannot be sent")
+            return await send(topic, payload, key=key, partition=partition)
+
+        monkeypatch.setattr(slot.producer, "send", poisoned_send)
+    with pytest.raises(PublishFailed):
+        await event_log.publish_shards(PROJECT, poisoned)
+    monkeypatch.undo()
+    await event_log.publish(PROJECT, dump_records(conversions(PROJECT, "after", 1)))
+
+    async def only_the_last():
+        messages = await read_since(kafka.url, before, "read_committed")
+        assert [m.value for m in messages] == [dump_records(conversions(PROJECT, "after", 1))]
+
+    await eventually(only_the_last, timeout_s=5, every_s=0.05)
+
+
+async def test_a_shard_count_of_one_spreads_nothing(kafka):
+    event_log = await KafkaEventLog.start(kafka.url, 1, shards=1)
+    try:
+        assert event_log.shards == 1
+    finally:
+        await event_log.close()
+
+
 async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafka, monkeypatch):
     """With one producer, the publishes queued while a transaction is in flight go in the next one
     together: one failing send fails them all, and none of them is ever visible."""
@@ -78,10 +127,10 @@ async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafk
     (slot,) = event_log._slots
     send = slot.producer.send
 
-    async def poisoned_send(topic, payload, key):
+    async def poisoned_send(topic, payload, key, partition=None):
         if b'"poison"' in payload:
             raise RuntimeError("this message cannot be sent")
-        return await send(topic, payload, key=key)
+        return await send(topic, payload, key=key, partition=partition)
 
     monkeypatch.setattr(slot.producer, "send", poisoned_send)
     try:

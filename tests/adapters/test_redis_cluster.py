@@ -107,6 +107,8 @@ class KnownArchive:
 class Published:
     """The event log (EventLog port) of the outbox relay: keeps what it is given."""
 
+    shards = 1  # never spreads conversions
+
     def __init__(self):
         self.messages: list[bytes] = []
 

@@ -44,10 +44,11 @@ from rewards.devengines.clickhouse import connect
 from rewards.domain.payouts import User
 from rewards.settings import Settings
 from schemas.records import CodeUseRecord, ConversionRecord, load_records
-from schemas.topics import EVENTS_TOPIC, partition_key
+from schemas.topics import EVENTS_TOPIC
 from tests.conftest import SERVICE, event, evm
 from tests.runtime.test_production_faults import assert_log_unavailable
 from tests.support.harness import Admin, Api, ProductionServer
+from tests.support.kafka_helpers import drain_markers
 from tests.support.real_engines import _own_engine, missing
 
 POINTS_PER_EVENT = 7
@@ -242,9 +243,9 @@ def published(bootstrap: str, project_id: str) -> Counter:
             end, found = await consumer.end_offsets(partitions), Counter()
             while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
                 for messages in (await consumer.getmany(timeout_ms=1000)).values():
-                    for message in messages:
-                        if message.key == partition_key(project_id):
-                            found.update(type(record).__name__ for record in load_records(message.value))
+                    for message in messages:  # (a batch's conversions spread over the partitions, unkeyed)
+                        records = load_records(message.value)
+                        found.update(type(r).__name__ for r in records if r.project_id == project_id)
             return found
         finally:
             await consumer.stop()
@@ -311,9 +312,11 @@ def crashed(request, server, kafka, crash_redis, clickhouse_url, tmp_path_factor
         list(pool.map(use_again, load.users))
     if workers_die:
         server.start_workers()
-    # Published after every other record of the project (all on one partition): once processed, all were.
-    assert api.post("/events/batch", json={"events": [event("drained")]}).json() == {"ingested_events": 1}
-    api.wait_processed("drained", timeout_s=60)
+    # Published after every other record of the project, one on each partition (a batch's conversions spread over
+    # them by user, the code uses on the project's): once all are processed, everything before them was.
+    markers = drain_markers(project)
+    assert api.post("/events/batch", json={"events": markers}).json() == {"ingested_events": len(markers)}
+    api.wait_processed(*(marker["dedup_id"] for marker in markers), timeout_s=60)
     assert server.processes["workers"].poll() is None, "the workers exited"
 
     warehouse, p = connect(clickhouse_url), {"p": project, "c": code}
@@ -327,7 +330,7 @@ def crashed(request, server, kafka, crash_redis, clickhouse_url, tmp_path_factor
         api,
         code,
         load,
-        unique={e["dedup_id"] for body in load.batches for e in body["events"]} | {"drained"},
+        unique={e["dedup_id"] for body in [*load.batches, {"events": markers}] for e in body["events"]},
         conversions=warehouse.query(
             "SELECT count(), uniqExact(dedup_id) FROM conversions WHERE project_id = {p:String}", p
         ).first_row,

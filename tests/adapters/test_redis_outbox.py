@@ -323,6 +323,8 @@ async def test_an_entry_the_relay_leased_is_not_undone_by_its_request(
 class GatedLog:
     """The real event log, behind a gate: a publish waits until the test opens it."""
 
+    shards = 1  # never spreads conversions
+
     def __init__(self, event_log: KafkaEventLog):
         self.event_log = event_log
         self.reached, self.open = asyncio.Event(), asyncio.Event()

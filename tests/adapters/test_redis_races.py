@@ -85,6 +85,8 @@ class _CountedPipeline(Pipeline):
 class Log:
     """The event log (EventLog port): keeps the messages of one project, in order."""
 
+    shards = 1  # never spreads conversions
+
     def __init__(self, project_id: str):
         self.project_id, self.messages = project_id, []
 

@@ -21,6 +21,7 @@ SUITE_OF = {
     "dedup": lambda f: f["section"] == "dedup",
     "workers": lambda f: f["section"] == "workers",
     "webhooks": lambda f: f["section"] == "webhooks",
+    "hot": lambda f: f["section"] == "hot project",
 }
 
 

@@ -25,8 +25,9 @@ from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.adapters.production.kafka_log import KafkaEventLog, PublishFailed
 from rewards.adapters.production.migrate import create_topic
 from rewards.devengines import start_clickhouse, start_kafka
+from rewards.domain.payouts import User
 from runtime.wiring import open_embedded_state
-from schemas.records import ConversionRecord, dump_records, load_records
+from schemas.records import ConversionRecord, ReversalRecord, dump_records, load_records
 from schemas.topics import EVENTS_TOPIC, partition_key
 from tests.support.kafka_helpers import (
     PARTITIONS,
@@ -198,6 +199,45 @@ async def test_two_workers_share_the_partitions_and_write_each_event_once(
 
     await eventually(marked, timeout_s=10)
     assert await accept_events(state, event_log, project, batches[0]) == (0, None)  # known: not published again
+
+
+async def test_a_reversal_before_its_event_waits_for_it_and_holds_back_no_other_partition(
+    event_log, warehouse, state, project, start_worker
+):
+    """A project's conversions spread by user, its reversals on its own partition (schemas.topics): a reversal can
+    reach a worker before its event is written. It waits (never set aside), its partition's fetching paused, while
+    every other partition is written; once the event comes, the reversal takes it back whole."""
+    worker = start_worker("lanes", REWARDS_LOG_LEVEL="info")
+    other = await state.create_project("other")
+    await state.put_config(other, payout_config())
+    (late,) = conversions(project, f"late-{uuid.uuid4().hex[:6]}", 1)
+    late = late.model_copy(update={"received_ms": int(time.time() * 1000)})  # its dedup_ids row within the window
+    user = User(late.user_identifier, late.user_identifier_type)
+    async with state.ingest(project, [late.dedup_id], [(user, late.name)], None):
+        pass  # accepted (the state store has it), its message not yet in the log: its partition is behind
+    taken_back = ReversalRecord(project_id=project, id=f"r-{late.dedup_id}", dedup_id=late.dedup_id, reason="refund",
+                                fraction="1", reversed_before="0", reversed_after="1", reversed_at_ms=1)  # fmt: skip
+    await event_log.publish_shards(project, {0: dump_records([taken_back])})
+    after = conversions(other, f"after-{uuid.uuid4().hex[:6]}", 4 * PARTITIONS)
+    await event_log.publish_shards(other, {p: dump_records(after[p::PARTITIONS]) for p in range(1, PARTITIONS)})
+
+    async def others_written():
+        assert await totals(warehouse, other) == (4 * (PARTITIONS - 1), 4 * (PARTITIONS - 1) * POINTS_PER_EVENT)
+        assert "delivery waits for another partition" in worker.log()
+
+    await eventually(others_written, timeout_s=30)
+    assert await totals(warehouse, project) == (0, 0)
+    await event_log.publish_shards(other, {0: dump_records(after[0::PARTITIONS])})  # behind the reversal
+    await event_log.publish_shards(project, {1: dump_records([late])})  # the event, at last, on its own partition
+
+    async def all_written():
+        assert await totals(warehouse, project) == (1, 0)  # paid, then taken back whole
+        assert await totals(warehouse, other) == (len(after), len(after) * POINTS_PER_EVENT)
+
+    await eventually(all_written, timeout_s=30)
+    dead = await warehouse.query("SELECT count() AS n FROM dead_letters WHERE project_id = {p:String}", {"p": project})
+    assert int(dead[0]["n"]) == 0
+    assert "delivery waited" in worker.log()
 
 
 def _event(dedup_id: str, n: int) -> ValidEvent:

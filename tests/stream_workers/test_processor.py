@@ -12,7 +12,8 @@ from rewards.domain.timestamps import now_ms
 from rewards.ports import Delivery
 from rewards.settings import Settings
 from runtime.wiring import open_embedded
-from schemas.records import CodeUseRecord, ConversionRecord
+from schemas.records import CodeUseRecord, ConversionRecord, ReversalRecord
+from stream_workers.handlers.base import Waiting
 from stream_workers.processor import process_delivery
 from tests.contract.support import redis_url  # noqa: F401 (a fixture)
 from tests.query_api.test_payouts import CONFIG
@@ -228,3 +229,34 @@ async def test_a_full_delivery_with_the_longest_ids_is_written_once(warehouses):
     assert await dead_letters(backends, project_id) == []
     count = "SELECT count() AS n, uniqExact(dedup_id) AS u FROM conversions WHERE project_id = {p:String}"
     assert [int(v) for v in (await backends.warehouse.query(count, {"p": project_id}))[0].values()] == [len(ids)] * 2
+
+
+# -- a reversal before its event (a project's conversions spread by user over partitions: schemas.topics) -------------
+
+
+def reversal(project_id: str, dedup_id: str) -> ReversalRecord:
+    return ReversalRecord(project_id=project_id, id=f"r-{dedup_id}", dedup_id=dedup_id, reason="refund", fraction="1",
+                          reversed_before="0", reversed_after="1", reversed_at_ms=now_ms())  # fmt: skip
+
+
+async def test_a_reversal_of_an_event_accepted_not_yet_written_waits_for_it_and_then_takes_it_back(backends):
+    project_id = await backends.state.create_project("p")
+    await backends.state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    await accepted(backends, project_id, "d1")
+    delivery = Delivery("reversals", [reversal(project_id, "d1")])
+    with pytest.raises(Waiting, match="d1"):
+        await process_delivery(delivery, backends.state, backends.warehouse)
+    assert await dead_letters(backends, project_id) == []  # waiting, never set aside
+    await process_delivery(Delivery("events", [conversion(project_id, "d1")]), backends.state, backends.warehouse)
+    assert await total(backends, project_id) == "10"
+    await process_delivery(delivery, backends.state, backends.warehouse)  # tried again: now it is written
+    assert await total(backends, project_id) == "0"
+    assert await dead_letters(backends, project_id) == []
+
+
+async def test_a_reversal_of_an_event_never_accepted_is_set_aside_not_waited_for(backends):
+    project_id = await backends.state.create_project("p")
+    await backends.state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    await process_delivery(Delivery("reversals", [reversal(project_id, "ghost")]), backends.state, backends.warehouse)
+    (reason,) = await dead_letters(backends, project_id)
+    assert "ghost was never written" in reason

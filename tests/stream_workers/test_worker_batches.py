@@ -45,17 +45,20 @@ async def test_new_deliveries_hold_at_most_max_records_and_at_least_one_message(
     assert await drain(planner) == [f"{TOPIC}:0:0-2", f"{TOPIC}:0:4-6", f"{TOPIC}:0:8-8", f"{TOPIC}:1:0-0"]
 
 
-async def test_deliveries_of_up_to_n_partitions_go_together_and_the_partitions_take_turns(plans):
+async def test_each_partition_gives_its_own_deliveries_and_counts_what_came(plans):
     planner = Planner(plans, max_records=100)
-    for partition in range(6):
+    for partition in range(3):
         planner.add(messages(partition, [0, 2]))
-    first = await planner.next_batches(4)
-    assert len(first) == 4 and len({batch.tp for batch in first}) == 4
-    second = await planner.next_batches(4)  # nothing done yet: the same plans, the others' turn first
-    assert {batch.tp for batch in first} | {batch.tp for batch in second} == {(TOPIC, p) for p in range(6)}
-    for batch in first + second:
-        planner.done(batch)
-    assert await planner.next_batches(4) == []
+    assert sorted(planner.partitions()) == [(TOPIC, p) for p in range(3)]
+    batch = await planner.batch_of((TOPIC, 1))
+    assert batch.delivery.token == f"{TOPIC}:1:0-2" and planner.queued((TOPIC, 1)) == 2
+    assert await planner.batch_of((TOPIC, 1)) == batch  # not done yet: the same plan
+    planner.done(batch)
+    assert await planner.batch_of((TOPIC, 1)) is None and planner.queued((TOPIC, 1)) == 0
+    assert sorted(planner.partitions()) == [(TOPIC, 0), (TOPIC, 2)]
+    before = planner.added((TOPIC, 1))
+    planner.add(messages(1, [4]))
+    assert planner.added((TOPIC, 1)) == before + 1  # a lane that found nothing meanwhile looks again
 
 
 async def test_a_delivery_read_again_follows_its_recorded_plan(plans):

@@ -59,9 +59,10 @@ class ProductionServer:
 
     def __init__(
         self, engine_env: dict[str, str], env: dict[str, str] | None = None, ingest_processes: int = 1,
-        webhooks: bool = False,
+        webhooks: bool = False, worker_processes: int = 1,
     ):  # fmt: skip
         self.ingest_processes = ingest_processes
+        self.worker_processes = worker_processes  # `rewards workers` processes sharing the partitions
         self.webhooks = webhooks  # also run `rewards webhooks` (the dispatcher)
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
         metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
@@ -80,6 +81,10 @@ class ProductionServer:
                     command += ["--processes", str(self.ingest_processes)]
                 self.processes[name] = subprocess.Popen(command, env=self.env)
             self.start_workers()
+            for n in range(2, self.worker_processes + 1):  # the others: no metrics port of their own
+                command = [sys.executable, "-m", "rewards", "workers"]
+                env = {**self.env, "REWARDS_WORKER_METRICS_PORT": "0"}
+                self.processes[f"workers-{n}"] = subprocess.Popen(command, env=env)
             if self.webhooks:
                 self.start_webhooks()
             for name in ("ingest", "query"):

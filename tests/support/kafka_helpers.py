@@ -16,8 +16,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from rewards.devengines import Engine, EngineFailed, EngineUnavailable
 from rewards.domain.payout_config import PayoutConfig
+from rewards.settings import Settings
 from schemas.records import ConversionRecord
-from schemas.topics import EVENTS_TOPIC
+from schemas.topics import EVENTS_TOPIC, shard_of
 
 PARTITIONS = 4  # of the events topic the tests create
 CONFIG = {
@@ -188,3 +189,21 @@ async def read_since(
         return [m for m in messages if m.offset < end[TopicPartition(m.topic, m.partition)]]
     finally:
         await consumer.stop()
+
+
+def drain_markers(project_id: str) -> list[dict]:
+    """One event on each partition of the events topic (schemas.topics.shard_of: by user)."""
+    partitions, markers, n = Settings().events_partitions, {}, 0
+    while len(markers) < partitions:
+        user = f"0x{0xD0000 + n:040x}"
+        markers.setdefault(
+            shard_of(project_id, "evm_address", user, partitions),
+            {
+                "name": "purchase",
+                "user_identifier": user,
+                "user_identifier_type": "evm_address",
+                "dedup_id": f"drained-{n}",
+            },
+        )
+        n += 1
+    return list(markers.values())

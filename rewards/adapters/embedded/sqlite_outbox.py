@@ -26,13 +26,16 @@ class SqliteOutbox:
         self._published = asyncio.Event()
         self.fed = asyncio.Event()  # set when messages went to the webhook feed
 
+    shards = 1  # one log order: a project's conversions are never spread
+
     async def publish(self, project_id: str, payload: bytes) -> None:
+        await self.publish_shards(project_id, {0: payload})
+
+    async def publish_shards(self, project_id: str, payloads: dict[int, bytes]) -> None:
+        rows = [(project_id, payload, now_ms()) for payload in payloads.values()]
         try:
             await self._db.run(
-                lambda c: c.execute(
-                    "INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)",
-                    (project_id, payload, now_ms()),
-                )
+                lambda c: c.executemany("INSERT INTO outbox (project_id, payload, created_ms) VALUES (?, ?, ?)", rows)
             )
         except sqlite3.Error as exc:
             raise LogUnavailable(f"writing to the outbox failed: {exc}") from exc

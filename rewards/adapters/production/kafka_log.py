@@ -1,7 +1,9 @@
 """The event log on Apache Kafka: each publish committed in a Kafka transaction, from a pool of producers.
 
 `publish` writes ONE message (all of a batch's records, keyed by project so a project stays in order
-on one partition) inside a Kafka transaction and returns only once the transaction is committed.
+on one partition) inside a Kafka transaction and returns only once the transaction is committed;
+`publish_shards` writes a batch's conversions as one message per partition they spread over
+(schemas.topics.shard_of), all in one transaction: the batch is still seen whole or not at all.
 The workers read with isolation level read_committed, so a batch is seen whole or not at all: a
 publish that fails is aborted (or, if the producer is lost, never committed and aborted by the broker
 after `TRANSACTION_TIMEOUT_MS`) and raises, and the caller's state-store block then undoes its claims
@@ -106,10 +108,12 @@ class _Slot:
             _background(_stop(producer))
 
 
+_Message = tuple[bytes | None, int | None, bytes]  # key, partition (None: by key), payload
+
+
 @dataclass(eq=False)
 class _Publish:
-    key: bytes
-    payload: bytes
+    messages: list[_Message]  # all in one transaction
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     given_up: bool = False  # by its caller, before a producer took it: never to be sent
     deadline: float | None = None  # set when a producer takes it: the loop time its transaction ends by
@@ -121,8 +125,9 @@ class _Attempt:
 
 
 class KafkaEventLog:
-    def __init__(self, slots: list[_Slot], index: ProcessIndex | None = None):
+    def __init__(self, slots: list[_Slot], index: ProcessIndex | None = None, shards: int = 1):
         self._slots = slots
+        self.shards = shards  # the partitions one project's conversions spread over (EventLog.shards)
         self._index = index  # holds this log's process index
         self.owner: str | None = None  # its transactional ids' prefix
         self._keeper: asyncio.Task | None = None
@@ -130,7 +135,11 @@ class KafkaEventLog:
         self._committers: list[asyncio.Task] = []
 
     @classmethod
-    async def start(cls, bootstrap: str, pool_size: int, instance: str | None = None) -> "KafkaEventLog":
+    async def start(
+        cls, bootstrap: str, pool_size: int, instance: str | None = None, shards: int = 0
+    ) -> "KafkaEventLog":
+        """`shards`: how many partitions one project's conversions spread over (REWARDS_CONVERSION_SHARDS); 0, all
+        of the topic's (read at start: partitions added later are used after a restart)."""
         if instance is None:
             from rewards.settings import Settings
 
@@ -147,12 +156,24 @@ class KafkaEventLog:
         if errors:
             await event_log.close()
             raise errors[0]
+        try:
+            partitions = len(await event_log._slots[0].producer.partitions_for(EVENTS_TOPIC))
+        except BaseException:
+            await event_log.close()
+            raise
+        event_log.shards = max(1, min(shards, partitions) if shards else partitions)
         event_log._committers = [asyncio.create_task(event_log._commit_groups(slot)) for slot in event_log._slots]
         event_log._keeper = asyncio.create_task(_keep(index))
         return event_log
 
     async def publish(self, project_id: str, payload: bytes) -> None:
-        publish = _Publish(partition_key(project_id), payload)
+        await self._publish([(partition_key(project_id), None, payload)])
+
+    async def publish_shards(self, project_id: str, payloads: dict[int, bytes]) -> None:
+        await self._publish([(None, shard, payload) for shard, payload in payloads.items()])
+
+    async def _publish(self, messages: list[_Message]) -> None:
+        publish = _Publish(messages)
         self._waiting.put_nowait(publish)
         try:
             await _outcome(publish)
@@ -187,7 +208,7 @@ class KafkaEventLog:
             for publish in group:
                 publish.deadline = deadline
             try:
-                await _publish(slot, [(publish.key, publish.payload) for publish in group], deadline, attempt)
+                await _publish(slot, [message for publish in group for message in publish.messages], deadline, attempt)
             except PublishFailed as exc:
                 _settle(group, exc)
             except asyncio.CancelledError:
@@ -226,14 +247,17 @@ def _settle(group: list[_Publish], error: Exception | None) -> None:
             publish.done.set_exception(error)
 
 
-async def _publish(slot: _Slot, messages: list[tuple[bytes, bytes]], deadline: float, attempt: _Attempt) -> None:
+async def _publish(slot: _Slot, messages: list[_Message], deadline: float, attempt: _Attempt) -> None:
     producer = None
     try:
         async with asyncio.timeout_at(deadline):
             producer = await slot.ready()
             await producer.begin_transaction()
             try:
-                sent = [await producer.send(EVENTS_TOPIC, payload, key=key) for key, payload in messages]
+                sent = [
+                    await producer.send(EVENTS_TOPIC, payload, key=key, partition=partition)
+                    for key, partition, payload in messages
+                ]
                 await asyncio.gather(*sent)
             except Exception:  # not on a timeout: the time is up, the producer is replaced instead
                 await _abort(slot, producer)

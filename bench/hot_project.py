@@ -1,0 +1,104 @@
+"""One hot project beyond one partition (issue 32): how fast the workers write ONE project's backlog, with its
+conversions on its one partition (REWARDS_CONVERSION_SHARDS=1: one worker process can take it), and spread over the
+partitions by user (the default) with one and with two worker processes; the embedded default's one log beside them.
+
+Method: one project (a 4-level referral chain, as bench/ingest.py's) is loaded for `seconds` at the saturating rate
+with the workers stopped (production; the embedded default's worker runs in its one process meanwhile); then the
+workers are started, and the warehouse's count of the project's conversions is sampled: the rate is the steady one,
+between 10% and 90% of the backlog written (a worker's start-up and a last partial delivery left out).
+"""
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from bench.context import Context
+from bench.ingest import LIMITS, Load, _drain, _load, project_and_key
+from bench.report import Figure
+from rewards.devengines.clickhouse import connect
+from tests.support.harness import ProductionServer, Server, stop_processes
+
+SCALE_TARGET = 1.8  # two worker processes over one partition's one
+FROM, TO = 0.1, 0.9  # the share of the backlog between which the rate is measured
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    shards: int  # REWARDS_CONVERSION_SHARDS
+    workers: int  # worker processes
+
+
+CASES = (Case("one partition, 1 worker process", 1, 1), Case("spread, 1 worker process", 0, 1),
+         Case("spread, 2 worker processes", 0, 2))  # fmt: skip
+
+
+def run(context: Context) -> list[Figure]:
+    load = context.size(Load(20, projects=1), Load(6, projects=1), Load(1, projects=1, referred_users=5, rate=2_000,
+                                                                        connections=4))  # fmt: skip
+    rates = {case: _production(context, case, load) for case in CASES}
+    single = rates[CASES[0]]
+    figures = [
+        Figure("hot project", f"one project's events written/s: {case.name}", "production", rate, "events/s",
+               baseline_name=CASES[0].name, baseline=single, ratio=rate / single if single else None,
+               ratio_note="× one partition",
+               target=f"≥ {SCALE_TARGET}×" if case.workers == 2 else "",
+               met=(rate / single >= SCALE_TARGET if single else False) if case.workers == 2 else None)
+        for case, rate in rates.items()
+    ]  # fmt: skip
+    embedded = _embedded(context, load)
+    figures.append(Figure("hot project", "one project's events processed/s: one log (accepted → written, load + "
+                          "drain)", "embedded", embedded, "events/s"))  # fmt: skip
+    return figures
+
+
+def _production(context: Context, case: Case, load: Load) -> float:
+    env = {"REWARDS_RATE_LIMITS": LIMITS, "REWARDS_LOG_LEVEL": "warning", "REWARDS_MAX_BACKLOG": "0",
+           "REWARDS_CONVERSION_SHARDS": str(case.shards)}  # fmt: skip
+    server = ProductionServer(context.engine_env, env, ingest_processes=os.cpu_count() or 1).start()
+    extra: list[subprocess.Popen] = []
+    try:
+        project_id, key = project_and_key(server, load.referred_users)
+        stop_processes([server.processes["workers"]])  # leaves the group: the backlog waits for the workers below
+        loaded = _load(server.urls["ingest"], [key], load, load.rate)
+        command, env = [sys.executable, "-m", "rewards", "workers"], {**server.env, "REWARDS_WORKER_METRICS_PORT": "0"}
+        extra += [subprocess.Popen(command, env=env) for _ in range(case.workers)]
+        return _steady_rate(context.engine_env["CLICKHOUSE_URL"], project_id, loaded["accepted"])
+    finally:
+        stop_processes(extra)
+        server.stop()
+
+
+def _steady_rate(clickhouse_url: str, project_id: str, accepted: int, timeout_s: float = 600) -> float:
+    """Events/s written between FROM and TO of the `accepted` backlog (counted in the warehouse)."""
+    client = connect(clickhouse_url)
+    try:
+        marks: dict[float, float] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(marks) < 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the backlog was not written within {timeout_s} s")
+            written = client.query(
+                "SELECT count() FROM conversions WHERE project_id = {p:String}", parameters={"p": project_id}
+            ).result_rows[0][0]
+            for share in (FROM, TO):
+                if share not in marks and written >= share * accepted:
+                    marks[share] = time.monotonic()
+            time.sleep(0.05)
+        return (TO - FROM) * accepted / max(marks[TO] - marks[FROM], 1e-3)
+    finally:
+        client.close()
+
+
+def _embedded(context: Context, load: Load) -> float:
+    env = {"REWARDS_RATE_LIMITS": LIMITS, "REWARDS_LOG_LEVEL": "warning", "REWARDS_MAX_BACKLOG": "0"}
+    server = Server(context.data_root / "hot" / f"embedded-{int(time.time())}", env).start()
+    try:
+        _, key = project_and_key(server, load.referred_users)
+        loaded = _load(server.urls["ingest"], [key], load, load.rate)
+        drain_s = _drain(server, loaded["last_ids"])
+        return loaded["accepted"] / (loaded["seconds"] + drain_s)
+    finally:
+        server.stop()

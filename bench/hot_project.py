@@ -14,8 +14,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+import psutil
+
 from bench.context import Context
-from bench.ingest import LIMITS, Load, _drain, _load, project_and_key
+from bench.ingest import LIMITS, Load, _drain, _engine_pids, _load, project_and_key
 from bench.report import Figure
 from rewards.devengines.clickhouse import connect
 from tests.support.harness import ProductionServer, Server, stop_processes
@@ -38,23 +40,28 @@ CASES = (Case("one partition, 1 worker process", 1, 1), Case("spread, 1 worker p
 def run(context: Context) -> list[Figure]:
     load = context.size(Load(20, projects=1), Load(6, projects=1), Load(1, projects=1, referred_users=5, rate=2_000,
                                                                         connections=4))  # fmt: skip
-    rates = {case: _production(context, case, load) for case in CASES}
-    single = rates[CASES[0]]
-    figures = [
-        Figure("hot project", f"one project's events written/s: {case.name}", "production", rate, "events/s",
-               baseline_name=CASES[0].name, baseline=single, ratio=rate / single if single else None,
-               ratio_note="× one partition",
-               target=f"≥ {SCALE_TARGET}×" if case.workers == 2 else "",
-               met=(rate / single >= SCALE_TARGET if single else False) if case.workers == 2 else None)
-        for case, rate in rates.items()
-    ]  # fmt: skip
+    measured = {case: _production(context, case, load) for case in CASES}
+    single = measured[CASES[0]].rate
+    figures = []
+    for case, steady in measured.items():
+        figures += [
+            Figure("hot project", f"one project's events written/s: {case.name}", "production", steady.rate,
+                   "events/s", baseline_name=CASES[0].name, baseline=single,
+                   ratio=steady.rate / single if single else None, ratio_note="× one partition",
+                   target=f"≥ {SCALE_TARGET}×" if case.workers == 2 else "",
+                   met=(steady.rate / single >= SCALE_TARGET if single else False) if case.workers == 2 else None),
+            Figure("hot project", f"CPU busy meanwhile, of {os.cpu_count()} cores: {case.name}", "production",
+                   steady.busy * 100, "%"),
+            *(Figure("hot project", f"of it {who}'s: {case.name}", "production", share * 100, "% of all cores")
+              for who, share in steady.shares.items()),
+        ]  # fmt: skip
     embedded = _embedded(context, load)
     figures.append(Figure("hot project", "one project's events processed/s: one log (accepted → written, load + "
                           "drain)", "embedded", embedded, "events/s"))  # fmt: skip
     return figures
 
 
-def _production(context: Context, case: Case, load: Load) -> float:
+def _production(context: Context, case: Case, load: Load) -> "Steady":
     env = {"REWARDS_RATE_LIMITS": LIMITS, "REWARDS_LOG_LEVEL": "warning", "REWARDS_MAX_BACKLOG": "0",
            "REWARDS_CONVERSION_SHARDS": str(case.shards)}  # fmt: skip
     server = ProductionServer(context.engine_env, env, ingest_processes=os.cpu_count() or 1).start()
@@ -65,17 +72,29 @@ def _production(context: Context, case: Case, load: Load) -> float:
         loaded = _load(server.urls["ingest"], [key], load, load.rate)
         command, env = [sys.executable, "-m", "rewards", "workers"], {**server.env, "REWARDS_WORKER_METRICS_PORT": "0"}
         extra += [subprocess.Popen(command, env=env) for _ in range(case.workers)]
-        return _steady_rate(context.engine_env["CLICKHOUSE_URL"], project_id, loaded["accepted"])
+        groups = {"the worker processes": [psutil.Process(worker.pid) for worker in extra]}
+        groups |= {name: [psutil.Process(pid)] for name, pid in sorted(_engine_pids(context).items())}
+        return _steady(context.engine_env["CLICKHOUSE_URL"], project_id, loaded["accepted"], groups)
     finally:
         stop_processes(extra)
         server.stop()
 
 
-def _steady_rate(clickhouse_url: str, project_id: str, accepted: int, timeout_s: float = 600) -> float:
-    """Events/s written between FROM and TO of the `accepted` backlog (counted in the warehouse)."""
+@dataclass(frozen=True)
+class Steady:
+    rate: float  # events/s written
+    busy: float  # the machine's CPU busy meanwhile, a share of all its cores
+    shares: dict[str, float]  # the CPU of each group of processes meanwhile (workers, engines), a share of all cores
+
+
+def _steady(
+    clickhouse_url: str, project_id: str, accepted: int, groups: dict[str, list], timeout_s: float = 600
+) -> Steady:
+    """Events/s written between FROM and TO of the `accepted` backlog (counted in the warehouse), and the CPU spent
+    meanwhile."""
     client = connect(clickhouse_url)
     try:
-        marks: dict[float, float] = {}
+        marks: dict[float, tuple[float, ...]] = {}  # share → (time, machine busy CPU s, each group's CPU s)
         deadline = time.monotonic() + timeout_s
         while len(marks) < 2:
             if time.monotonic() > deadline:
@@ -85,11 +104,32 @@ def _steady_rate(clickhouse_url: str, project_id: str, accepted: int, timeout_s:
             ).result_rows[0][0]
             for share in (FROM, TO):
                 if share not in marks and written >= share * accepted:
-                    marks[share] = time.monotonic()
+                    cpu = (sum(map(_cpu_s, processes)) for processes in groups.values())
+                    marks[share] = (time.monotonic(), _busy_s(), *cpu)
             time.sleep(0.05)
-        return (TO - FROM) * accepted / max(marks[TO] - marks[FROM], 1e-3)
     finally:
         client.close()
+    (start, *before), (end, *after) = marks[FROM], marks[TO]
+    elapsed, cores = max(end - start, 1e-3), os.cpu_count() or 1
+    busy, *shares = ((b - a) / elapsed / cores for a, b in zip(before, after, strict=True))
+    return Steady((TO - FROM) * accepted / elapsed, busy, dict(zip(groups, shares, strict=True)))
+
+
+def _busy_s() -> float:
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    """CPU seconds of a process and its children."""
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            times = each.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _embedded(context: Context, load: Load) -> float:

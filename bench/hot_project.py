@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import psutil
+import redis
 
 from bench.context import Context
 from bench.ingest import LIMITS, Load, _drain, _engine_pids, _load, project_and_key
@@ -72,9 +73,13 @@ def _production(context: Context, case: Case, load: Load) -> "Steady":
         loaded = _load(server.urls["ingest"], [key], load, load.rate)
         command, env = [sys.executable, "-m", "rewards", "workers"], {**server.env, "REWARDS_WORKER_METRICS_PORT": "0"}
         extra += [subprocess.Popen(command, env=env) for _ in range(case.workers)]
+        redis_client = redis.Redis.from_url(context.engine_env["REDIS_URL"])
+        redis_client.config_resetstat()
         groups = {"the worker processes": [psutil.Process(worker.pid) for worker in extra]}
         groups |= {name: [psutil.Process(pid)] for name, pid in sorted(_engine_pids(context).items())}
-        return _steady(context.engine_env["CLICKHOUSE_URL"], project_id, loaded["accepted"], groups)
+        steady = _steady(context.engine_env["CLICKHOUSE_URL"], project_id, loaded["accepted"], groups)
+        _print_redis_profile(case, redis_client, loaded["accepted"])
+        return steady
     finally:
         stop_processes(extra)
         server.stop()
@@ -113,6 +118,16 @@ def _steady(
     elapsed, cores = max(end - start, 1e-3), os.cpu_count() or 1
     busy, *shares = ((b - a) / elapsed / cores for a, b in zip(before, after, strict=True))
     return Steady((TO - FROM) * accepted / elapsed, busy, dict(zip(groups, shares, strict=True)))
+
+
+def _print_redis_profile(case: Case, client, events: int) -> None:
+    """Where Redis's CPU went while the backlog was written (INFO commandstats): µs per event by command, on stderr."""
+    stats = client.info("commandstats")
+    top = sorted(stats.items(), key=lambda item: -item[1]["usec"])[:10]
+    rows = ", ".join(f"{name.removeprefix('cmdstat_')} {s['usec'] / events:.1f} µs ({s['calls']} calls)"
+                     for name, s in top)  # fmt: skip
+    print(f"redis, {case.name}: {rows}", file=sys.stderr)
+    client.close()
 
 
 def _busy_s() -> float:

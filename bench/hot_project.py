@@ -21,6 +21,7 @@ from bench.context import Context
 from bench.ingest import LIMITS, Load, _drain, _engine_pids, _load, project_and_key
 from bench.report import Figure
 from rewards.devengines.clickhouse import connect
+from rewards.settings import Settings
 from tests.support.harness import ProductionServer, Server, stop_processes
 
 SCALE_TARGET = 1.8  # two worker processes over one partition's one
@@ -34,8 +35,10 @@ class Case:
     workers: int  # worker processes
 
 
-CASES = (Case("one partition, 1 worker process", 1, 1), Case("spread, 1 worker process", 0, 1),
-         Case("spread, 2 worker processes", 0, 2))  # fmt: skip
+SPREAD = Settings().conversion_shards  # the default: 4 partitions
+
+CASES = (Case("one partition, 1 worker process", 1, 1), Case(f"spread over {SPREAD}, 1 worker process", SPREAD, 1),
+         Case(f"spread over {SPREAD}, 2 worker processes", SPREAD, 2))  # fmt: skip
 
 
 def run(context: Context) -> list[Figure]:

@@ -85,9 +85,10 @@ class Settings(BaseSettings):
     clickhouse_nodes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ()
     clickhouse_replicated: bool = False
     events_partitions: int = 12  # partitions of the events topic, created by `rewards migrate`
-    # How many of the events topic's partitions one project's conversions spread over (by user; schemas.topics):
-    # 0, all of them (one project is processed by as many workers); 1, its project's one partition, one order.
-    conversion_shards: int = Field(default=0, ge=0)
+    # How many of the events topic's partitions one project's conversions spread over, by user, from the project's own
+    # partition on (schemas.topics): that many worker processes can share one project; a delivery then holds the
+    # records of more projects, each costing its reads (docs/benchmarks.md). 0: all of them; 1: one partition.
+    conversion_shards: int = Field(default=4, ge=0)
     # Replicas of every topic `rewards migrate` creates, and how many of them must have a write before the
     # broker acknowledges it (every producer sends acks=all): 3 and 2 on a production cluster, so that one
     # broker down stalls nothing for long and loses nothing. 1 and 1 fit a single broker (development).

@@ -4,9 +4,10 @@
 JSON array of records, written in a Kafka transaction; consumers read with isolation.level=read_committed.
 
 Where a message goes:
-- a batch's **conversions** are spread over the topic's partitions by user (`shard_of`): one message per partition
-  the batch touches, all in the batch's one transaction, so one project is processed by as many workers as there are
-  partitions, and each user's conversions stay in order (a cap cuts a user's later conversion, never an earlier);
+- a batch's **conversions** are spread by user (`shard_of`) over REWARDS_CONVERSION_SHARDS partitions, from the
+  project's own on: one message per partition the batch touches, all in the batch's one transaction, each still
+  keyed by its project id (the partition is given), so one project is processed by up to that many workers, and each
+  user's conversions stay in order (a cap cuts a user's later conversion, never an earlier);
 - **everything else** (code uses, codes, affiliates, claim checks, reversals, decisions, tracking) is keyed by
   project (`partition_key`) and keeps its project's order on one partition.
 
@@ -30,8 +31,9 @@ def partition_key(project_id: str) -> bytes:
 
 
 def shard_of(project_id: str, user_identifier_type: str, user_identifier: str, shards: int) -> int:
-    """The partition (0 <= n < shards) of a user's conversions: stable for as long as the partition count is (a retry
-    of a batch goes where its first attempt went, so the workers see both copies in order and write it once)."""
+    """The shard (0 <= n < shards) of a user's conversions, its partition's place after the project's own: stable for
+    as long as the shard and partition counts are (a retry of a batch goes where its first attempt went, so the
+    workers see both copies in order and write it once)."""
     if shards <= 1:
         return 0
     key = "\x00".join((project_id, user_identifier_type, user_identifier)).encode()

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import REGISTRY
 
 from rewards.adapters.production import kafka_log, process_index
@@ -32,7 +33,7 @@ def kafka(tmp_path_factory):
 @pytest.fixture(scope="module")
 async def event_log(kafka):
     await create_topic(kafka.url, PARTITIONS, 1)
-    event_log = await KafkaEventLog.start(kafka.url, 4)
+    event_log = await KafkaEventLog.start(kafka.url, 4, shards=0)
     yield event_log
     await event_log.close()
 
@@ -73,7 +74,7 @@ async def test_concurrent_publishes_share_the_pool(kafka, event_log):
 async def test_a_spread_batch_is_one_message_per_partition_in_one_transaction(kafka, event_log, monkeypatch):
     """publish_shards: each part on the partition asked for, all committed together; one part refused, none of them
     is ever visible."""
-    assert event_log.shards == PARTITIONS  # REWARDS_CONVERSION_SHARDS=0: all of the topic's
+    assert event_log.shards == PARTITIONS  # shards=0: all of the topic's
     before = await end_offsets(kafka.url)
     parts = {shard: dump_records(conversions(PROJECT, f"spread-{shard}", 2)) for shard in (0, 2, 3)}
     await event_log.publish_shards(PROJECT, parts)
@@ -84,7 +85,11 @@ async def test_a_spread_batch_is_one_message_per_partition_in_one_transaction(ka
         return messages
 
     messages = await eventually(visible, timeout_s=5, every_s=0.05)
-    assert {m.partition: m.value for m in messages} == parts
+    # Shard 0 on the project's own partition (where Kafka's default partitioner puts its other records), the others
+    # on the partitions after it.
+    own = DefaultPartitioner()(partition_key(PROJECT), list(range(PARTITIONS)), list(range(PARTITIONS)))
+    assert {m.partition: m.value for m in messages} == {(own + shard) % PARTITIONS: p for shard, p in parts.items()}
+    assert {m.key for m in messages} == {partition_key(PROJECT)}  # keyed by project still, for consumers
     after = await end_offsets(kafka.url)
     assert sum(after.values()) - sum(before.values()) == 3 + 3  # three messages, a commit marker on each partition
 
@@ -111,12 +116,13 @@ async def test_a_spread_batch_is_one_message_per_partition_in_one_transaction(ka
     await eventually(only_the_last, timeout_s=5, every_s=0.05)
 
 
-async def test_a_shard_count_of_one_spreads_nothing(kafka):
-    event_log = await KafkaEventLog.start(kafka.url, 1, shards=1)
-    try:
-        assert event_log.shards == 1
-    finally:
-        await event_log.close()
+async def test_a_shard_count_is_at_most_the_partitions_and_one_spreads_nothing(kafka):
+    for asked, shards in ((1, 1), (2, 2), (PARTITIONS + 5, PARTITIONS)):
+        event_log = await KafkaEventLog.start(kafka.url, 1, shards=asked)
+        try:
+            assert (event_log.shards, event_log.partitions) == (shards, PARTITIONS)
+        finally:
+            await event_log.close()
 
 
 async def test_publishes_waiting_together_share_one_transaction_all_or_none(kafka, monkeypatch):

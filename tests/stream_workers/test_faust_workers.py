@@ -217,9 +217,12 @@ async def test_a_reversal_before_its_event_waits_for_it_and_holds_back_no_other_
         pass  # accepted (the state store has it), its message not yet in the log: its partition is behind
     taken_back = ReversalRecord(project_id=project, id=f"r-{late.dedup_id}", dedup_id=late.dedup_id, reason="refund",
                                 fraction="1", reversed_before="0", reversed_after="1", reversed_at_ms=1)  # fmt: skip
+    ahead, behind = event_log.partition_of(project, 0), 1  # the reversal's partition, and the event's shard
     await event_log.publish_shards(project, {0: dump_records([taken_back])})
     after = conversions(other, f"after-{uuid.uuid4().hex[:6]}", 4 * PARTITIONS)
-    await event_log.publish_shards(other, {p: dump_records(after[p::PARTITIONS]) for p in range(1, PARTITIONS)})
+    shards = {event_log.partition_of(other, s): s for s in range(PARTITIONS)}  # other's shard of each partition
+    elsewhere = {shards[p]: dump_records(after[p::PARTITIONS]) for p in range(PARTITIONS) if p != ahead}
+    await event_log.publish_shards(other, elsewhere)
 
     async def others_written():
         assert await totals(warehouse, other) == (4 * (PARTITIONS - 1), 4 * (PARTITIONS - 1) * POINTS_PER_EVENT)
@@ -227,8 +230,8 @@ async def test_a_reversal_before_its_event_waits_for_it_and_holds_back_no_other_
 
     await eventually(others_written, timeout_s=30)
     assert await totals(warehouse, project) == (0, 0)
-    await event_log.publish_shards(other, {0: dump_records(after[0::PARTITIONS])})  # behind the reversal
-    await event_log.publish_shards(project, {1: dump_records([late])})  # the event, at last, on its own partition
+    await event_log.publish_shards(other, {shards[ahead]: dump_records(after[ahead::PARTITIONS])})  # behind it
+    await event_log.publish_shards(project, {behind: dump_records([late])})  # the event, at last, on its partition
 
     async def all_written():
         assert await totals(warehouse, project) == (1, 0)  # paid, then taken back whole

@@ -192,12 +192,14 @@ async def read_since(
 
 
 def drain_markers(project_id: str) -> list[dict]:
-    """One event on each partition of the events topic (schemas.topics.shard_of: by user)."""
-    partitions, markers, n = Settings().events_partitions, {}, 0
-    while len(markers) < partitions:
+    """One event on each partition the project's conversions spread over (schemas.topics.shard_of: by user)."""
+    settings = Settings()
+    shards = min(settings.conversion_shards or settings.events_partitions, settings.events_partitions)
+    markers, n = {}, 0
+    while len(markers) < shards:
         user = f"0x{0xD0000 + n:040x}"
         markers.setdefault(
-            shard_of(project_id, "evm_address", user, partitions),
+            shard_of(project_id, "evm_address", user, shards),
             {
                 "name": "purchase",
                 "user_identifier": user,

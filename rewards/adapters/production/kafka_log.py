@@ -51,6 +51,7 @@ import socket
 from dataclasses import dataclass, field
 
 import structlog
+from aiokafka.partitioner import murmur2
 from prometheus_client import Counter
 
 from rewards.adapters.production import process_index
@@ -108,7 +109,7 @@ class _Slot:
             _background(_stop(producer))
 
 
-_Message = tuple[bytes | None, int | None, bytes]  # key, partition (None: by key), payload
+_Message = tuple[bytes, int | None, bytes]  # key, partition (None: by the key), payload
 
 
 @dataclass(eq=False)
@@ -128,6 +129,7 @@ class KafkaEventLog:
     def __init__(self, slots: list[_Slot], index: ProcessIndex | None = None, shards: int = 1):
         self._slots = slots
         self.shards = shards  # the partitions one project's conversions spread over (EventLog.shards)
+        self.partitions = shards  # the topic's (read at start)
         self._index = index  # holds this log's process index
         self.owner: str | None = None  # its transactional ids' prefix
         self._keeper: asyncio.Task | None = None
@@ -138,8 +140,8 @@ class KafkaEventLog:
     async def start(
         cls, bootstrap: str, pool_size: int, instance: str | None = None, shards: int = 0
     ) -> "KafkaEventLog":
-        """`shards`: how many partitions one project's conversions spread over (REWARDS_CONVERSION_SHARDS); 0, all
-        of the topic's (read at start: partitions added later are used after a restart)."""
+        """`shards`: how many partitions one project's conversions spread over (REWARDS_CONVERSION_SHARDS), from its
+        own partition on; 0, all of the topic's (read at start: partitions added later are used after a restart)."""
         if instance is None:
             from rewards.settings import Settings
 
@@ -161,6 +163,7 @@ class KafkaEventLog:
         except BaseException:
             await event_log.close()
             raise
+        event_log.partitions = partitions
         event_log.shards = max(1, min(shards, partitions) if shards else partitions)
         event_log._committers = [asyncio.create_task(event_log._commit_groups(slot)) for slot in event_log._slots]
         event_log._keeper = asyncio.create_task(_keep(index))
@@ -170,7 +173,15 @@ class KafkaEventLog:
         await self._publish([(partition_key(project_id), None, payload)])
 
     async def publish_shards(self, project_id: str, payloads: dict[int, bytes]) -> None:
-        await self._publish([(None, shard, payload) for shard, payload in payloads.items()])
+        key = partition_key(project_id)  # still the project's id, for consumers: the partition is given
+        await self._publish(
+            [(key, self.partition_of(project_id, shard), payload) for shard, payload in payloads.items()]
+        )
+
+    def partition_of(self, project_id: str, shard: int) -> int:
+        """The partition of a project's shard: the project's own partition (where its other records go, by Kafka's
+        default partitioner) for shard 0, the next ones for the others."""
+        return ((murmur2(partition_key(project_id)) & 0x7FFFFFFF) + shard) % self.partitions
 
     async def _publish(self, messages: list[_Message]) -> None:
         publish = _Publish(messages)

@@ -203,8 +203,7 @@ def _metrics_urls(server) -> list[tuple[str, int]]:
     """Where the stage histograms are served, each with its number of processes."""
     if isinstance(server, Server):
         return [(server.url, 1)]
-    workers = f"http://127.0.0.1:{server.ports['worker_metrics']}"
-    return [(server.urls["ingest"], server.ingest_processes), (workers, 1)]
+    return [(server.urls["ingest"], server.ingest_processes)] + [(url, 1) for url in server.worker_metrics_urls]
 
 
 def _ingest_figures(shape: str, loaded: dict, baseline: dict, connections: int = CONNECTIONS) -> list[Figure]:

@@ -53,7 +53,8 @@ def scenario(api) -> dict[int, str]:
     events = [purchase("now", D, "100"), purchase("old", D, "1000", timestamp=OLD_MS), purchase("f", F, "10"),
               purchase("b", B, "5")]  # fmt: skip
     assert api.post("/events/batch", json={"events": events}).json() == {"ingested_events": 4}
-    api.wait_processed("now", "old", "f", "b")  # records are processed in order: the affiliates are in too
+    api.wait_processed("now", "old", "f", "b")
+    api.settle()  # the affiliates and code uses too (on the project's own partition)
     return codes
 
 

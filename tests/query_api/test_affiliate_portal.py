@@ -94,7 +94,8 @@ def portal(server) -> Api:
     query = {**user(G), "referrer_identifier": evm(A), "referrer_identifier_type": "evm_address"}
     assert api.request("DELETE", f"/referral_codes/{code_of_g}/referrals", params=query, json={}).status_code == 200
     assert api.post("/events/batch", json={"events": EVENTS}).json() == {"ingested_events": len(EVENTS)}
-    api.wait_processed(*(e["dedup_id"] for e in EVENTS))  # records are processed in order: the referrals are in too
+    api.wait_processed(*(e["dedup_id"] for e in EVENTS))
+    api.settle()  # the affiliates and referrals too (on the project's own partition)
     yield api
     api.close()
 

@@ -247,10 +247,13 @@ def test_workers_serve_prometheus_metrics(api, production_server):
     api.put("/projects/config", json=CONFIG)
     api.post("/events/batch", json={"events": [event("metrics-1")]})
     api.wait_processed("metrics-1", timeout_s=60)
-    port = production_server.ports["worker_metrics"]
-    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    delivered = re.search(r"^rewards_worker_deliveries_total (\S+)$", metrics, re.MULTILINE)
-    assert delivered is not None and float(delivered.group(1)) >= 1
+    delivered = 0.0
+    for url in production_server.worker_metrics_urls:  # each worker process serves its own
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        found = re.search(r"^rewards_worker_deliveries_total (\S+)$", metrics, re.MULTILINE)
+        assert found is not None, url
+        delivered += float(found.group(1))
+    assert delivered >= 1
 
 
 def test_a_batch_left_in_flight_by_a_killed_ingest_process_is_taken_over_once_it_restarts(api, production_server):

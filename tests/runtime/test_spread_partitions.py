@@ -3,7 +3,7 @@ log's partitions by user (schemas.topics), and the session's runs two worker pro
 embedded default, one log in one order, pays for the same requests, to the last digit.
 
 The program: a three-level referral chain over 48 buyers (affiliate codes), a cap per user (each buyer's third
-purchase cut to what fits), halves of some events reversed the moment they are accepted (a reversal keeps the
+purchase cut to what fits), halves of some last purchases reversed the moment they are accepted (a reversal keeps the
 project's partition and may reach its worker before its event, spread elsewhere, is written: it waits), payouts above
 an amount held for approval then approved; and a second project whose budget runs out mid-batch (which user is cut
 depends on the order the workers take them, the sum paid may not)."""
@@ -60,8 +60,13 @@ def run_program(server, expected: dict | None = None) -> dict:
         for round_ in range(3):  # each buyer once a round, in one batch; the third purchase meets the cap
             batch = [purchase(f"r{round_}-{n}", buyer, str(100 + 500 * (n % 2))) for n, buyer in enumerate(BUYERS)]
             assert api.post("/events/batch", json={"events": batch}).status_code == 200
-            halves = [{"dedup_id": item["dedup_id"], "reason": "refund", "fraction": "0.5"} for item in batch[:8]]
-            assert api.post("/events/reversals", json={"reversals": halves}).json() == {"reversed": 8}
+            # Reversals of each buyer's last purchase only: one of an earlier purchase would give its units back to the
+            # cap before or after the buyer's later purchases are allotted, as the workers take them (docs/
+            # architecture.md, "One project on many partitions"); the event itself, a reversal waits for.
+            reversed_ = batch[:8] if round_ == 2 else []
+            halves = [{"dedup_id": item["dedup_id"], "reason": "refund", "fraction": "0.5"} for item in reversed_]
+            if halves:
+                assert api.post("/events/reversals", json={"reversals": halves}).json() == {"reversed": 8}
         budget_batch = [purchase(f"b-{n}", buyer, "100") for n, buyer in enumerate(BUDGETED_BUYERS)]
         assert other.post("/events/batch", json={"events": budget_batch}).status_code == 200
         held = eventually(lambda: _held(api, expected=72), timeout_s=60)  # L1 commissions of 600
@@ -130,3 +135,4 @@ def test_a_project_spread_over_partitions_pays_exactly_what_one_log_pays(embedde
     # the budget paid 555 to the unit.
     assert one_log["budget_paid"] == "555" and one_log["budget_summary"] == {"total_payouts": "555"}
     assert all(by_kind["end_user_reward"] == "25" for _, by_kind in (one_log["totals"][b] for b in BUYERS[8:]))
+    assert all(by_kind["end_user_reward"] == "22.5" for _, by_kind in (one_log["totals"][b] for b in BUYERS[:8]))

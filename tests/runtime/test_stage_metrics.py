@@ -12,14 +12,14 @@ from tests.conftest import event
 CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "1"}}]}
 
 
-def counted(url: str, stage: str, timeout_s: float = 10) -> bool:
-    """Whether `url`'s /metrics counts the stage at least once, within `timeout_s`: `marked` is observed just after the
-    status says processed."""
+def counted(urls: list[str], stage: str, timeout_s: float = 10) -> bool:
+    """Whether the /metrics of `urls` count the stage at least once between them, within `timeout_s`: `marked` is
+    observed just after the status says processed."""
     deadline = time.monotonic() + timeout_s
     pattern = re.compile(rf'^rewards_event_stage_seconds_count{{stage="{stage}"}} (\S+)$', re.MULTILINE)
     while time.monotonic() < deadline:
-        found = pattern.search(httpx.get(f"{url}/metrics", timeout=10).text)
-        if found is not None and float(found.group(1)) >= 1:
+        found = [pattern.search(httpx.get(f"{url}/metrics", timeout=10).text) for url in urls]
+        if sum(float(match.group(1)) for match in found if match is not None) >= 1:
             return True
         time.sleep(0.1)
     return False
@@ -29,9 +29,8 @@ def test_the_stage_histograms_count_the_events_way(server, api):
     api.put("/projects/config", json=CONFIG)
     assert api.post("/events/batch", json={"events": [event("stage-1")]}).status_code == 200
     api.wait_processed("stage-1", timeout_s=60)
-    edge = workers = server.urls["ingest"]
-    if server.shape != "embedded":
-        workers = f"http://127.0.0.1:{server.ports['worker_metrics']}"
-    assert counted(edge, "published")
+    edge = server.urls["ingest"]
+    workers = [edge] if server.shape == "embedded" else server.worker_metrics_urls
+    assert counted([edge], "published")
     for stage in ("consumed", "written", "marked"):
         assert counted(workers, stage), stage

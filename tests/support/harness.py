@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,6 +66,8 @@ class ProductionServer:
         self.worker_processes = worker_processes  # `rewards workers` processes sharing the partitions
         self.webhooks = webhooks  # also run `rewards webhooks` (the dispatcher)
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
+        # Each worker process serves its own /metrics: the first on ports["worker_metrics"], the others after it.
+        self.worker_metrics_ports = [self.ports["worker_metrics"]] + [free_port() for _ in range(worker_processes - 1)]
         metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
         self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **metrics, **engine_env, **(env or {})}
         self.urls = {name: f"http://127.0.0.1:{self.ports[name]}" for name in ("ingest", "query")}
@@ -81,9 +84,9 @@ class ProductionServer:
                     command += ["--processes", str(self.ingest_processes)]
                 self.processes[name] = subprocess.Popen(command, env=self.env)
             self.start_workers()
-            for n in range(2, self.worker_processes + 1):  # the others: no metrics port of their own
+            for n in range(2, self.worker_processes + 1):
                 command = [sys.executable, "-m", "rewards", "workers"]
-                env = {**self.env, "REWARDS_WORKER_METRICS_PORT": "0"}
+                env = {**self.env, "REWARDS_WORKER_METRICS_PORT": str(self.worker_metrics_ports[n - 1])}
                 self.processes[f"workers-{n}"] = subprocess.Popen(command, env=env)
             if self.webhooks:
                 self.start_webhooks()
@@ -93,6 +96,11 @@ class ProductionServer:
             self.stop()
             raise
         return self
+
+    @property
+    def worker_metrics_urls(self) -> list[str]:
+        """Every worker process's /metrics base URL (a record is counted by whichever process took its partition)."""
+        return [f"http://127.0.0.1:{port}" for port in self.worker_metrics_ports]
 
     def start_workers(self) -> subprocess.Popen:
         self.processes["workers"] = subprocess.Popen([sys.executable, "-m", "rewards", "workers"], env=self.env)
@@ -195,6 +203,18 @@ class Api(httpx.Client):
             url = url_for(self.server, method, "/api/v1" + url)
         return super().request(method, url, **kwargs)
 
+    def settle(self, timeout_s: float = 10) -> None:
+        """Wait until every record the project published so far is written. A conversion processed says so only of
+        its own partition's: the production shape spreads conversions by user (schemas.topics), while code uses,
+        affiliates, tracking events… keep the project's own partition, in order. So: a conversion of a user whose
+        shard is the project's own partition, of a name no rule pays, processed."""
+        sentinel = f"settle-{uuid.uuid4().hex}"
+        user = own_partition_user(self.project_id, conversion_shards(self.server))
+        body = {"events": [{"name": "settle", "user_identifier": user, "user_identifier_type": "evm_address",
+                            "dedup_id": sentinel}]}  # fmt: skip
+        assert self.post("/events/batch", json=body).status_code == 200
+        self.wait_processed(sentinel, timeout_s=timeout_s)
+
     def wait_processed(self, *dedup_ids: str, timeout_s: float = 10) -> None:
         deadline = time.monotonic() + timeout_s
         pending = set(dedup_ids)
@@ -205,6 +225,27 @@ class Api(httpx.Client):
             if pending:
                 time.sleep(0.05)
         assert not pending, f"not processed in {timeout_s}s: {sorted(pending)}"
+
+
+def conversion_shards(server: "Server | ProductionServer") -> int:
+    """How many partitions the server spreads one project's conversions over (REWARDS_CONVERSION_SHARDS; 0: all)."""
+    from rewards.settings import Settings
+
+    def setting(name: str) -> int:
+        return int(server.env.get(f"REWARDS_{name.upper()}", Settings.model_fields[name].default))
+
+    return setting("conversion_shards") or setting("events_partitions")
+
+
+def own_partition_user(project_id: str, shards: int) -> str:
+    """An EVM address whose conversions go to the project's own partition (shard 0)."""
+    from schemas.topics import shard_of
+
+    for n in range(10_000):
+        user = f"0x{0x5E771E << 136 | n:040x}"
+        if shard_of(project_id, "evm_address", user, shards) == 0:
+            return user
+    raise AssertionError("no user on the project's own partition")
 
 
 def eventually(check, timeout_s: float = 10):

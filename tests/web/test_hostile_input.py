@@ -415,11 +415,12 @@ async def _dead_letter_topic(server, project_id: str, timeout_s: float = 10) -> 
 
 
 def _dead_letters(server) -> float:
-    url = server.url if server.shape == "embedded" else f"http://127.0.0.1:{server.ports['worker_metrics']}"
-    text = httpx.get(f"{url}/metrics", timeout=5).text
+    """Summed over the processes that write deliveries (the production shape's worker processes share them)."""
+    urls = [server.url] if server.shape == "embedded" else server.worker_metrics_urls
     return sum(
         float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
+        for url in urls
+        for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
         if line.startswith("rewards_worker_dead_letters_total{")
     )
 

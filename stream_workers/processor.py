@@ -14,6 +14,8 @@ row of `dead_letters`, with the reason, instead of its rows. Failures of the eng
 store, inserting) fail the whole delivery, which is retried.
 """
 
+import asyncio
+
 import structlog
 from prometheus_client import Counter
 
@@ -31,7 +33,9 @@ from stream_workers.written import not_yet_written
 log = structlog.get_logger(__name__)
 DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside as dead letters", ["record_type"])
 
-# dedup_ids last: an id found there means every row of its record was written.
+# conversions first: the views of payouts, rejected_payouts and affiliate_volumes read the delivery's conversions.
+# dedup_ids last: an id found there means every row of its record was written. The others at once, in between.
+FIRST, LAST = "conversions", "dedup_ids"
 TABLES = (
     "conversions", "payouts", "rejected_payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates",
     "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "debts",
@@ -100,9 +104,17 @@ def compute(records: list, projects: dict[str, Project | Unusable], created: int
 
 
 async def write(writes: Writes, token: str, warehouse: Warehouse) -> None:
-    """One insert per table, under the delivery's token."""
-    for table in TABLES:
+    """One insert per table, under the delivery's token: FIRST, then the others at once, then LAST."""
+
+    async def insert(table: str) -> None:
         await warehouse.insert(table, writes.rows[table], f"{token}:{table}")
+
+    await insert(FIRST)
+    # Every insert ends before a failure is raised: none is still running when the delivery is tried again.
+    middle = await asyncio.gather(*(insert(t) for t in TABLES if t not in (FIRST, LAST)), return_exceptions=True)
+    if failed := next((result for result in middle if isinstance(result, BaseException)), None):
+        raise failed
+    await insert(LAST)
 
 
 async def mark(writes: Writes, state: StateStore) -> None:

@@ -28,12 +28,14 @@ async def not_yet_written(records: list, state: _Marks, warehouse: Warehouse, wi
         if (key := handler_of(record).written_key(record)) is not None:
             keys[record.project_id].add(key)
     done: set[tuple[str, tuple[str, str]]] = set()
+    unsure: dict[str, set[tuple[str, str]]] = {}
     for project_id, project_keys in keys.items():
         events = [d for kind, d in project_keys if kind == dedup_archive.EVENT]
         marked = await state.processed_among(project_id, events) if events else set()
         done |= {(project_id, (dedup_archive.EVENT, d)) for d in marked}
-        unsure = project_keys - {(dedup_archive.EVENT, d) for d in marked}
-        written = await dedup_archive.written_among(warehouse, project_id, unsure, window_s)
+        unsure[project_id] = project_keys - {(dedup_archive.EVENT, d) for d in marked}
+    # Every project's at once: one warehouse query (per chunk of ids) for the delivery.
+    for project_id, written in (await dedup_archive.written_among_projects(warehouse, unsure, window_s)).items():
         done |= {(project_id, key) for key in written}
         await _mark_found(state, project_id, written)
         await _mark_reversals_found(state, project_id, written, records)

@@ -19,11 +19,11 @@ REVERSAL = "reversal"  # a reversal (API.md §9): its own id
 PAYOUT_DECISION = "payout_decision"  # an operator's decision on a held payout (API.md §9): the payout's id
 
 WRITTEN_AMONG = """
-SELECT kind, dedup_id, max(failed) AS failed
+SELECT project_id, kind, dedup_id, max(failed) AS failed
 FROM dedup_ids
-WHERE project_id = {project_id:String} AND kind IN {kinds:Array(String)} AND dedup_id IN {ids:Array(String)}
+WHERE project_id IN {projects:Array(String)} AND kind IN {kinds:Array(String)} AND dedup_id IN {ids:Array(String)}
   AND accepted_at > fromUnixTimestamp64Milli({cutoff_ms:Int64}, 'UTC')
-GROUP BY kind, dedup_id
+GROUP BY project_id, kind, dedup_id
 """
 
 WRITTEN_SINCE = """
@@ -38,14 +38,28 @@ async def written_among(
     warehouse: Warehouse, project_id: str, keys: Iterable[tuple[str, str]], window_s: float
 ) -> dict[tuple[str, str], str]:
     """Those of `keys` ((kind, id) pairs) written within the last `window_s`: (kind, id) → `processed` | `failed`."""
-    keys = set(keys)
-    kinds, cutoff_ms = sorted({kind for kind, _ in keys}), now_ms() - int(window_s * 1000)
-    found: dict[tuple[str, str], str] = {}
-    for ids in param_chunks(sorted({dedup_id for _, dedup_id in keys})):  # one query per chunk
-        params = {"project_id": project_id, "kinds": kinds, "ids": ids, "cutoff_ms": cutoff_ms}
+    return (await written_among_projects(warehouse, {project_id: set(keys)}, window_s)).get(project_id, {})
+
+
+async def written_among_projects(
+    warehouse: Warehouse, keys: dict[str, set[tuple[str, str]]], window_s: float
+) -> dict[str, dict[tuple[str, str], str]]:
+    """`written_among` of several projects' keys in one query per chunk of ids (a query costs ClickHouse ~5 ms of CPU
+    whatever its size, and a worker's delivery holds several projects): project → (kind, id) → status."""
+    keys = {project_id: set(project_keys) for project_id, project_keys in keys.items() if project_keys}
+    if not keys:
+        return {}
+    kinds = sorted({kind for project_keys in keys.values() for kind, _ in project_keys})
+    cutoff_ms, projects = now_ms() - int(window_s * 1000), sorted(keys)
+    ids = sorted({dedup_id for project_keys in keys.values() for _, dedup_id in project_keys})
+    found: dict[str, dict[tuple[str, str], str]] = {}
+    for chunk in param_chunks(ids):  # one query per chunk
+        params = {"projects": projects, "kinds": kinds, "ids": chunk, "cutoff_ms": cutoff_ms}
         for row in await warehouse.query(WRITTEN_AMONG, params):
-            found[(row["kind"], row["dedup_id"])] = "failed" if int(row["failed"]) else "processed"
-    return {key: status for key, status in found.items() if key in keys}
+            key = (row["kind"], row["dedup_id"])
+            if key in keys.get(row["project_id"], ()):  # an id asked of one project may be another's too
+                found.setdefault(row["project_id"], {})[key] = "failed" if int(row["failed"]) else "processed"
+    return found
 
 
 def row(project_id: str, kind: str, dedup_id: str, accepted_at: str, failed: bool = False) -> dict:

@@ -2,6 +2,7 @@
 on both stores; past Redis's hot window the warehouse's `dedup_ids` answers until the window ends."""
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -174,6 +175,18 @@ async def _written(warehouse, pid: str, dedup_ids: list[str], token: str, failed
     at = ch_datetime(now_ms())
     rows = [dedup_archive.row(pid, dedup_archive.EVENT, d, at, failed) for d in dedup_ids]
     await warehouse.insert("dedup_ids", rows, token)
+
+
+async def test_one_lookup_of_several_projects_answers_each_its_own(chdb_archive):
+    """The workers ask about a delivery's projects at once (dedup_archive.written_among_projects): an id written for one
+    project is not written for another that asks about the same id."""
+    first, second = f"first-{uuid.uuid4().hex}", f"second-{uuid.uuid4().hex}"
+    await _written(chdb_archive, first, ["x", "y"], f"{first}:dedup_ids")
+    await _written(chdb_archive, second, ["z"], f"{second}:dedup_ids", failed=True)
+    asked = {(dedup_archive.EVENT, "x"), (dedup_archive.EVENT, "z")}
+    keys = {first: asked, second: asked, "nobody": set()}
+    found = await dedup_archive.written_among_projects(chdb_archive, keys, 35 * 86400)
+    assert found == {first: {(dedup_archive.EVENT, "x"): "processed"}, second: {(dedup_archive.EVENT, "z"): "failed"}}
 
 
 async def test_past_the_hot_window_the_warehouse_answers(redis_url, chdb_archive):  # noqa: F811

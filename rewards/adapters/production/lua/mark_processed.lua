@@ -4,13 +4,14 @@
 -- window (what is left of the TTL set on acceptance). A pending key, or one without a TTL (written before the
 -- windows), gets the hot window. Every id goes into the archive filter (the workers wrote it to `dedup_ids`), its key
 -- found or not.
+-- Two calls per key (the status set, its TTL cut to the hot window at most: PEXPIRE's LT counts a key without a TTL
+-- as one of infinite TTL), not three (PTTL, GET, SET): marks are most of Redis's work per event.
 --#include include/archive_filter.lua
 for i = 2, #KEYS do
-  local left, status = redis.call('PTTL', KEYS[i]), redis.call('GET', KEYS[i])
+  local status = redis.call('SET', KEYS[i], ARGV[1], 'XX', 'KEEPTTL', 'GET')
   if status then
-    local claimed = string.sub(status, 1, 8) == 'pending:'  -- its TTL is the claim's, not the window's
-    if not claimed and left >= 0 and left <= tonumber(ARGV[2]) then redis.call('SET', KEYS[i], ARGV[1], 'KEEPTTL')
-    else redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
+    if string.sub(status, 1, 8) == 'pending:' then redis.call('PEXPIRE', KEYS[i], ARGV[2])  -- its TTL was the claim's
+    else redis.call('PEXPIRE', KEYS[i], ARGV[2], 'LT') end
   end
 end
 af_add(KEYS[1], tonumber(ARGV[3]), ARGV, 4)

@@ -206,6 +206,32 @@ async def test_the_follower_keeps_hearing_from_redis_and_stops_cleanly(redis_url
         await follower.close()
 
 
+async def test_the_follower_stops_when_redis_py_swallows_its_cancellation(redis_url, monkeypatch):
+    """redis-py can swallow a cancellation that lands inside a read's timeout: the follower must still end (a shutdown
+    or a test's event loop would wait for it forever). Here every read swallows it, as the race does now and then."""
+    from redis.asyncio.client import PubSub
+
+    read = PubSub.parse_response
+
+    async def swallowing(self, *args, **kwargs):
+        try:
+            return await read(self, *args, **kwargs)
+        except asyncio.CancelledError:
+            return None
+
+    monkeypatch.setattr(PubSub, "parse_response", swallowing)
+    follower = await _following(redis_url)
+    try:
+        task = follower._key_follower
+        await asyncio.sleep(KEY_LIVE_S / 2)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=2)
+        assert task in done and task.cancelled()
+    finally:
+        follower._key_follower = None
+        await follower.close()
+
+
 # -- two `rewards ingest-api` processes -------------------------------------------------------------
 
 

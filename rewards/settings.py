@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     clickhouse_cluster: str | None = None
     clickhouse_nodes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)] = ()
     clickhouse_replicated: bool = False
+    # Inserts as ClickHouse's async inserts, waited for (visible when they return, deduplicated by their token, views
+    # too): the server gathers the concurrent deliveries' inserts of a table for up to this many ms and feeds the
+    # table's views once for them all. 0: plain inserts. See docs/benchmarks.md, "Freshness".
+    clickhouse_async_insert_ms: int = Field(default=0, ge=0, le=1000)
     events_partitions: int = 12  # partitions of the events topic, created by `rewards migrate`
     # How many of the events topic's partitions one project's conversions spread over, by user, from the project's own
     # partition on (schemas.topics): that many worker processes can share one project; a delivery then holds the

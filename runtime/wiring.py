@@ -110,7 +110,7 @@ async def open_warehouse(url: str, settings: Settings, *, with_nodes: bool = Fal
 
         if with_nodes:
             return await ClickHouseWarehouse.open(settings)
-        return await ClickHouseWarehouse.connect(url)
+        return await ClickHouseWarehouse.connect(url, async_insert_ms=settings.clickhouse_async_insert_ms)
     raise UnknownEngine(f"no warehouse for {scheme!r} URLs (chdb:, http:, https:)")
 
 

@@ -270,6 +270,15 @@ class Crashed:
     published: Counter  # the project's records on the topic, by type
 
 
+def _uses_written(warehouse, p: dict) -> int:
+    """The code's uses written: as referrals, or set aside as dead letters."""
+    return warehouse.query(
+        "SELECT (SELECT count() FROM referrals WHERE project_id = {p:String} AND code = {c:String})"
+        " + (SELECT count() FROM dead_letters WHERE project_id = {p:String} AND record_type = 'code_use')",
+        p,
+    ).first_row[0]
+
+
 @pytest.fixture(scope="module", params=["redis", "redis and workers"])
 def crashed(request, server, kafka, crash_redis, clickhouse_url, tmp_path_factory) -> Iterator[Crashed]:
     workers_die = request.param == "redis and workers"
@@ -320,6 +329,13 @@ def crashed(request, server, kafka, crash_redis, clickhouse_url, tmp_path_factor
     assert server.processes["workers"].poll() is None, "the workers exited"
 
     warehouse, p = connect(clickhouse_url), {"p": project, "c": code}
+    # A use the outbox relay publishes again after the crash may land after the markers: wait (30 s at most) until every
+    # published use is written one way or the other before reading; a use lost for good still fails the test below.
+    deadline = time.monotonic() + 30
+    while _uses_written(warehouse, p) < published(kafka.url, project)[CodeUseRecord.__name__]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     paid = warehouse.query(
         "SELECT countIf(kind = 'end_user_reward'), uniqExactIf(source_id, kind = 'end_user_reward'),"
         " countIf(kind = 'referral_reward') FROM payouts WHERE project_id = {p:String}",

@@ -1,6 +1,7 @@
 """The worker's write of a delivery, on the embedded engines in-process: nothing is written twice, whatever the
 state store forgot (the warehouse's `dedup_ids` and referrals refuse a second payout on their own)."""
 
+import asyncio
 import uuid
 
 import pytest
@@ -260,3 +261,37 @@ async def test_a_reversal_of_an_event_never_accepted_is_set_aside_not_waited_for
     await process_delivery(Delivery("reversals", [reversal(project_id, "ghost")]), backends.state, backends.warehouse)
     (reason,) = await dead_letters(backends, project_id)
     assert "ghost was never written" in reason
+
+
+# -- async inserts (REWARDS_CLICKHOUSE_ASYNC_INSERT_MS): the server gathers concurrent deliveries' inserts -------
+
+
+@pytest.fixture
+async def async_backends(tmp_path, server_place):  # noqa: F811
+    from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+
+    backends = await open_embedded(Settings(data_dir=tmp_path))
+    await backends.warehouse.close()
+    backends.warehouse = await ClickHouseWarehouse.connect(server_place.url, async_insert_ms=50)
+    await backends.warehouse.migrate()
+    yield backends
+    await backends.close()
+
+
+async def test_async_inserts_of_deliveries_at_once_cut_short_or_seen_again_write_each_once(async_backends):
+    """Deliveries written at the same time (their inserts gathered into one by the server), one cut short after its
+    conversions and read again, one seen again whole: every payout once, in the table and in its views."""
+    backends = async_backends
+    project_id = await backends.state.create_project("p")
+    await backends.state.put_config(project_id, PayoutConfig.model_validate(CONFIG))
+    ids = [f"async-{n}" for n in range(6)]
+    await accepted(backends, project_id, *ids)
+    deliveries = [Delivery(f"t-async-{n}", [conversion(project_id, d, now_ms())]) for n, d in enumerate(ids)]
+    failing = FailingOnce(backends.warehouse, "payouts")
+    first = [process_delivery(d, backends.state, backends.warehouse) for d in deliveries[1:]]
+    results = await asyncio.gather(process_delivery(deliveries[0], backends.state, failing), *first,
+                                   return_exceptions=True)  # fmt: skip
+    assert isinstance(results[0], ConnectionError) and not any(isinstance(r, BaseException) for r in results[1:])
+    await asyncio.gather(*(process_delivery(d, backends.state, backends.warehouse) for d in deliveries))
+    assert await total(backends, project_id) == "60"  # 10 per event (5% of 100 + 5 campaign bonus), once each
+    assert await points_of(backends, project_id) == {"0x" + "a" * 40: "60"}

@@ -32,16 +32,29 @@ DISTRIBUTED_SETTINGS = {
 }
 
 
+def async_insert_settings(busy_ms: int) -> dict:
+    """Settings that make an insert an async insert gathered with others for up to `busy_ms`, returning once written
+    (so `conversions` is readable before the payout tables' views read it, and `dedup_ids` stays the last written)."""
+    if busy_ms <= 0:
+        return {}
+    busy = {"async_insert_busy_timeout_max_ms": busy_ms, "async_insert_busy_timeout_min_ms": min(busy_ms, 10)}
+    return {"async_insert": 1, "wait_for_async_insert": 1, "async_insert_deduplicate": 1, **busy}
+
+
 class ClickHouseWarehouse:
-    def __init__(self, client, cluster: migrations.Cluster | None = None):
+    def __init__(self, client, cluster: migrations.Cluster | None = None, async_insert_ms: int = 0):
         self._client = client
         self.cluster = cluster  # None: one node
+        self._insert_settings = {**INSERT_SETTINGS, **async_insert_settings(async_insert_ms)}
 
     @classmethod
-    async def connect(cls, url: str, cluster: migrations.Cluster | None = None) -> "ClickHouseWarehouse":
+    async def connect(
+        cls, url: str, cluster: migrations.Cluster | None = None, async_insert_ms: int = 0
+    ) -> "ClickHouseWarehouse":
         import clickhouse_connect
 
-        return cls(await clickhouse_connect.get_async_client(dsn=url, settings=DISTRIBUTED_SETTINGS), cluster)
+        client = await clickhouse_connect.get_async_client(dsn=url, settings=DISTRIBUTED_SETTINGS)
+        return cls(client, cluster, async_insert_ms)
 
     @classmethod
     async def open(cls, settings: Settings) -> "ClickHouseWarehouse":
@@ -63,7 +76,7 @@ class ClickHouseWarehouse:
         if not rows:
             return
         body = orjson.dumps(rows)  # JSONEachRow reads a JSON array of rows too: one call instead of one per row
-        settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token}
+        settings = {**self._insert_settings, "insert_deduplication_token": dedup_token}
         await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:

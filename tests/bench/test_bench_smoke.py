@@ -30,7 +30,7 @@ def smoke_run(tmp_path_factory) -> tuple[dict, str]:
     root = tmp_path_factory.mktemp("bench-smoke")
     out = root / "figures.json"
     command = [sys.executable, "-m", "bench", "--smoke", "--data-root", str(root / "data"), "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(out.read_text()), done.stdout
 

@@ -5,9 +5,8 @@ own /metrics; the production shape's REWARDS_WORKER_METRICS_PORT)."""
 import re
 import time
 
-import httpx
-
 from tests.conftest import event
+from tests.support.harness import metric_total
 
 CONFIG = {"conversions": [{"event_name": "purchase", "base": {"fixed": "1"}}]}
 
@@ -18,8 +17,7 @@ def counted(urls: list[str], stage: str, timeout_s: float = 10) -> bool:
     deadline = time.monotonic() + timeout_s
     pattern = re.compile(rf'^rewards_event_stage_seconds_count{{stage="{stage}"}} (\S+)$', re.MULTILINE)
     while time.monotonic() < deadline:
-        found = [pattern.search(httpx.get(f"{url}/metrics", timeout=10).text) for url in urls]
-        if sum(float(match.group(1)) for match in found if match is not None) >= 1:
+        if metric_total(urls, pattern) >= 1:
             return True
         time.sleep(0.1)
     return False

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -225,6 +226,14 @@ class Api(httpx.Client):
             if pending:
                 time.sleep(0.05)
         assert not pending, f"not processed in {timeout_s}s: {sorted(pending)}"
+
+
+def metric_total(urls: list[str], sample: "re.Pattern[str]") -> float:
+    """`sample`'s values (its first group) summed over every line of every URL's /metrics: the worker processes of
+    the production shape each serve their own."""
+    return sum(
+        float(found.group(1)) for url in urls for found in sample.finditer(httpx.get(f"{url}/metrics", timeout=10).text)
+    )
 
 
 def conversion_shards(server: "Server | ProductionServer") -> int:

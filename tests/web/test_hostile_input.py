@@ -1,11 +1,11 @@
 """Hostile input (API.md §3 "Limits"): the edge refuses what could not be processed, naming each problem;
 what is accepted is processed; and one bad record never stops another project's events."""
 
+import re
 import time
 from decimal import Decimal, localcontext
 from urllib.parse import quote
 
-import httpx
 import orjson
 import pytest
 
@@ -13,7 +13,7 @@ from schemas.records import ConversionRecord
 from tests.conftest import event, evm
 from tests.ingest_api.test_referral_codes import create, user
 from tests.query_api.test_payouts import CONFIG, purchase, refer
-from tests.support.harness import eventually, run_async
+from tests.support.harness import eventually, metric_total, run_async
 from tests.web.test_auth import error_of
 
 EVM_USER = {"user_identifier_type": "evm_address"}
@@ -414,15 +414,13 @@ async def _dead_letter_topic(server, project_id: str, timeout_s: float = 10) -> 
         await consumer.stop()
 
 
+DEAD_LETTERS = re.compile(r"^rewards_worker_dead_letters_total\{.*\} (\S+)$", re.MULTILINE)
+
+
 def _dead_letters(server) -> float:
     """Summed over the processes that write deliveries (the production shape's worker processes share them)."""
     urls = [server.url] if server.shape == "embedded" else server.worker_metrics_urls
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for url in urls
-        for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
-        if line.startswith("rewards_worker_dead_letters_total{")
-    )
+    return metric_total(urls, DEAD_LETTERS)
 
 
 def _dead_letters_above(server, before: float, by: int = 1) -> None:

@@ -22,6 +22,7 @@ from prometheus_client import Counter
 from rewards.domain.timestamps import now_ms
 from rewards.ports import DeadLetterLog, Delivery, StateStore, Warehouse
 from rewards.stages import CONSUMED, MARKED, WRITTEN, oldest_received_ms, reached
+from schemas.clickhouse.views import insert_waves
 from schemas.records import ReversalRecord
 from stream_workers.allot import allot, forget
 from stream_workers.handlers import Handler, handler_of
@@ -33,14 +34,16 @@ from stream_workers.written import not_yet_written
 log = structlog.get_logger(__name__)
 DEAD_LETTERS = Counter("rewards_worker_dead_letters_total", "Records set aside as dead letters", ["record_type"])
 
-# conversions first: the views of payouts, rejected_payouts and affiliate_volumes read the delivery's conversions.
-# dedup_ids last: an id found there means every row of its record was written. The others at once, in between.
-FIRST, LAST = "conversions", "dedup_ids"
 TABLES = (
     "conversions", "payouts", "rejected_payouts", "affiliate_volumes", "referrals", "referral_codes", "affiliates",
     "claim_checks", "tracking_events", "referral_removals", "conversion_reversals", "reversals", "debts",
     "pending_payouts", "payout_decisions", "dead_letters", "dedup_ids",
 )  # fmt: skip
+# dedup_ids last: an id found there means every row of its record was written. Before it, the tables in waves, each
+# wave's inserts at once: a table whose views join another table's rows of the delivery comes after that table
+# (`payouts` and `rejected_payouts` read the delivery's `conversions`; `affiliate_volumes` its `payouts` too).
+LAST = "dedup_ids"
+WAVES = (*insert_waves(t for t in TABLES if t != LAST), (LAST,))
 DEFAULT_WINDOW_S = 35 * 86400.0
 
 
@@ -104,17 +107,16 @@ def compute(records: list, projects: dict[str, Project | Unusable], created: int
 
 
 async def write(writes: Writes, token: str, warehouse: Warehouse) -> None:
-    """One insert per table, under the delivery's token: FIRST, then the others at once, then LAST."""
+    """One insert per table, under the delivery's token, wave after wave (WAVES)."""
 
     async def insert(table: str) -> None:
         await warehouse.insert(table, writes.rows[table], f"{token}:{table}")
 
-    await insert(FIRST)
-    # Every insert ends before a failure is raised: none is still running when the delivery is tried again.
-    middle = await asyncio.gather(*(insert(t) for t in TABLES if t not in (FIRST, LAST)), return_exceptions=True)
-    if failed := next((result for result in middle if isinstance(result, BaseException)), None):
-        raise failed
-    await insert(LAST)
+    for wave in WAVES:
+        # Every insert ends before a failure is raised: none is still running when the delivery is tried again.
+        results = await asyncio.gather(*map(insert, wave), return_exceptions=True)
+        if failed := next((result for result in results if isinstance(result, BaseException)), None):
+            raise failed
 
 
 async def mark(writes: Writes, state: StateStore) -> None:

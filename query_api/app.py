@@ -8,6 +8,7 @@ from query_api.claim_checks.router import router as claim_checks_router
 from query_api.claimable.router import router as claimable_router
 from query_api.console.router import pages as console_pages
 from query_api.console.router import router as console_router
+from query_api.exports.router import router as exports_router
 from query_api.incentives.router import router as incentives_router
 from query_api.leaderboards.router import payout_boards as payout_boards_router
 from query_api.leaderboards.router import router as leaderboards_router
@@ -26,6 +27,7 @@ ROUTERS = [
     pending_acceptance_router,
     approvals_router,
     claimable_router,
+    exports_router,
     console_router,
     console_pages,
 ]

@@ -34,6 +34,8 @@ QUERY_ROUTES = (
     ("POST", "/api/v1/claim-checks/claim"),
     # API.md §9: the public claimable rewards (no key).
     ("GET", "/api/v1/claimable-rewards"),
+    # API.md §11: the exports, streamed from the warehouse.
+    ("GET", "/api/v1/exports"),
     # The operator console: its page (served at the root, outside the API) and its reads.
     ("GET", "/console"),
     ("GET", "/api/v1/console"),

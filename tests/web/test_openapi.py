@@ -42,6 +42,7 @@ SCOPED = {
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
     ("post", "/events/reversals"), ("post", "/payouts/pending-approval/approve"),
     ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"), ("post", "/webhooks"),
+    ("get", "/exports/payouts"), ("get", "/exports/conversions"),
     ("get", "/webhooks"), ("get", "/webhooks/{endpoint_id}"), ("patch", "/webhooks/{endpoint_id}"),
     ("delete", "/webhooks/{endpoint_id}"), ("post", "/webhooks/{endpoint_id}/rotate-secret"),
     ("post", "/webhooks/{endpoint_id}/test"), ("get", "/webhooks/{endpoint_id}/deliveries"),
@@ -54,6 +55,11 @@ REFUSED = {("patch", "/referral_codes/{code}/use")}
 LIMITED = {
     ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
     ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"), ("post", "/events/reversals"),
+    ("get", "/exports/payouts"), ("get", "/exports/conversions"),
+}  # fmt: skip
+# Answered as files (API.md §11's exports): text formats with an example each, Parquet as binary.
+FILES = {
+    "text/csv; charset=utf-8": "example", "application/x-ndjson": "example", "application/vnd.apache.parquet": None,
 }  # fmt: skip
 PUBLISHING = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"),
@@ -147,6 +153,9 @@ def _success(operation: dict) -> tuple[str, dict]:
 )
 def test_each_operation_documents_its_answer_with_a_schema_and_an_example(method, path, operation):
     status, success = _success(operation)
+    if path.startswith("/api/v1/exports/"):
+        assert {name: "example" if "example" in media else None for name, media in success["content"].items()} == FILES
+        return
     media = success["content"]["application/json"]
     assert media["schema"] not in ({}, {"type": "string"}), f"{status}: no schema of the answer"
     assert "example" in media, f"{status}: no example of the answer"
@@ -162,8 +171,9 @@ def _validator(schema: dict) -> Draft202012Validator:
 )
 def test_each_documented_example_holds_to_its_own_schema(method, path, operation):
     _, success = _success(operation)
-    media = success["content"]["application/json"]
-    _validator(media["schema"]).validate(media["example"])
+    for media in success["content"].values():
+        if "example" in media:
+            _validator(media["schema"]).validate(media["example"])
     body = operation.get("requestBody", {}).get("content", {}).get("application/json")
     if body is not None:
         assert "example" in body, "no example of the body"

@@ -7,6 +7,7 @@ from ingest_api.approvals.router import router as approvals_router
 from ingest_api.blocklist.router import router as blocklist_router
 from ingest_api.budgets.router import router as budgets_router
 from ingest_api.claim_checks.router import router as claim_checks_router
+from ingest_api.dead_letters.router import router as dead_letters_router
 from ingest_api.events.router import router as events_router
 from ingest_api.projects.router import router as projects_router
 from ingest_api.referral_codes.router import router as referral_codes_router
@@ -26,5 +27,6 @@ ROUTERS = [
     acceptance_router,
     approvals_router,
     webhooks_router,
+    dead_letters_router,
     user_router,
 ]

@@ -25,12 +25,23 @@ from schemas.entities import (
     compiled,
 )
 
+# Every record's besides its entity's fields: set on a record an operator replayed from the dead letters (`rewards
+# dead-letters replay`), the dead letter's id; the workers write such a record once under that id (a replay run twice
+# writes it once), as they write the others once under their own. Written only when set (dump_records).
+REPLAY = "replay"
+
 
 def _record_model(entity: Entity) -> type[BaseModel]:
-    """The record of `entity`: its `type`, then its fields in the order declared (the order they are written in)."""
+    """The record of `entity`: its `type`, then its fields in the order declared (the order they are written in),
+    then `replay`."""
     fields = {field.name: (field.type, field.default) for field in entity.fields}
     return create_model(
-        entity.record_name, __doc__=entity.doc, __module__=__name__, type=(Literal[entity.type], entity.type), **fields
+        entity.record_name,
+        __doc__=entity.doc,
+        __module__=__name__,
+        type=(Literal[entity.type], entity.type),
+        **fields,
+        **{REPLAY: (str, "")},
     )
 
 
@@ -66,7 +77,12 @@ def dump_records(records: list[AnyRecord]) -> bytes:
     # Every field of a record is a JSON value already (str, int, None, and dicts and lists of those), so a
     # record's field dict serializes as its model would; orjson does it ~10x faster than pydantic's
     # serializer of this union (a hot path: every accepted batch). tests/schemas/test_records.py holds them equal.
-    return orjson.dumps([record.__dict__ for record in records])
+    return orjson.dumps([_fields(record) for record in records])
+
+
+def _fields(record: AnyRecord) -> dict:
+    fields = record.__dict__
+    return fields if fields[REPLAY] else {name: value for name, value in fields.items() if name != REPLAY}
 
 
 # What dump_conversions takes from the batch rather than from each event.
@@ -102,6 +118,11 @@ def dump_conversions(project_id: str, batch_id: str, received_ms: int, events: l
 
 def load_records(payload: bytes) -> list[AnyRecord]:
     return _records.validate_json(payload)
+
+
+def load_record(payload: bytes | str) -> AnyRecord:
+    """One record's JSON object (a dead letter's payload); raises ValueError when it is not a record."""
+    return _record.validate_json(payload)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ async def not_yet_written(records: list, state: _Marks, warehouse: Warehouse, wi
     warehouse holds are marked now."""
     keys: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for record in records:
-        if (key := handler_of(record).written_key(record)) is not None:
+        if (key := handler_of(record).key(record)) is not None:
             keys[record.project_id].add(key)
     done: set[tuple[str, tuple[str, str]]] = set()
     unsure: dict[str, set[tuple[str, str]]] = {}
@@ -41,7 +41,7 @@ async def not_yet_written(records: list, state: _Marks, warehouse: Warehouse, wi
         await _mark_reversals_found(state, project_id, written, records)
     kept = []
     for record in records:
-        if (key := handler_of(record).written_key(record)) is not None:
+        if (key := handler_of(record).key(record)) is not None:
             if (record.project_id, key) in done:
                 continue
             done.add((record.project_id, key))

@@ -16,6 +16,7 @@ from schemas.clickhouse.values import param_chunks
 EVENT, CODE_USE, AFFILIATE, CODES_CREATED = "event", "code_use", "affiliate", "codes_created"
 REFERRAL_REMOVED = "referral_removed"  # a referral removed (API.md §7): its removal's id
 REVERSAL = "reversal"  # a reversal (API.md §9): its own id
+REPLAY = "replay"  # a record replayed from the dead letters: `<its kind>:<its id>:<the dead letter's id>`
 PAYOUT_DECISION = "payout_decision"  # an operator's decision on a held payout (API.md §9): the payout's id
 
 WRITTEN_AMONG = """

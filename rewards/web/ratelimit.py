@@ -25,6 +25,7 @@ DEFAULT_LIMITS = {
     "claim_history": "100/minute",
     "claim_forms": "100/minute",  # POST /claim-checks/claim: signs up to 1,000 forms (ours: not in API.md §0)
     "claimable_rewards": "60/minute",  # GET /claimable-rewards, per client address (API.md §9: no key)
+    "dead_letters_replay": "60/minute",  # POST /dead-letters/replay: a slice of 1,000 a call (ours)
     "exports": "10/minute",  # GET /exports/*: each reads a window of rows whole (ours: not in API.md §0)
 }
 

@@ -83,10 +83,21 @@ class Handler:
         """The time of its `dedup_ids` row (its window)."""
         return now_ms()
 
+    def key(self, record) -> tuple[str, str] | None:
+        """What `dedup_ids` holds of the record once written: its `written_key`; a record replayed from the dead
+        letters (schemas.records.REPLAY) is written once under its replay instead (its own key may be there already,
+        as set aside)."""
+        key = self.written_key(record)
+        if key is None or not record.replay:
+            return key
+        return dedup_archive.REPLAY, f"{key[0]}:{key[1]}:{record.replay}"
+
     def written_row(self, record, failed: bool = False) -> dict:
-        """The record's `dedup_ids` row: what tells a later delivery that it was written."""
-        kind, key = self.written_key(record)
-        return dedup_archive.row(record.project_id, kind, key, ch_datetime(self.written_at(record)), failed)
+        """The record's `dedup_ids` row: what tells a later delivery that it was written (a replay's is dated when it
+        is written: its window starts then)."""
+        kind, key = self.key(record)
+        at = now_ms() if record.replay else self.written_at(record)
+        return dedup_archive.row(record.project_id, kind, key, ch_datetime(at), failed)
 
     async def plan(
         self, project_id: str, project: Project, records: list, state: StateStore, warehouse: Warehouse

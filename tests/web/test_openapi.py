@@ -31,6 +31,7 @@ WRITES = {
     ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
     ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
     ("post", "/payouts/pending-approval/reject"), ("post", "/webhooks"), ("patch", "/webhooks/{endpoint_id}"),
+    ("post", "/dead-letters/replay"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -42,8 +43,8 @@ SCOPED = {
     ("delete", "/projects/blocklist/{user_identifier}"), ("get", "/projects/blocklist"), ("get", "/projects/budgets"),
     ("post", "/events/reversals"), ("post", "/payouts/pending-approval/approve"),
     ("post", "/payouts/pending-approval/reject"), ("get", "/payouts/pending-approval"), ("post", "/webhooks"),
-    ("get", "/exports/payouts"), ("get", "/exports/conversions"),
-    ("get", "/webhooks"), ("get", "/webhooks/{endpoint_id}"), ("patch", "/webhooks/{endpoint_id}"),
+    ("get", "/exports/payouts"), ("get", "/exports/conversions"), ("get", "/dead-letters"),
+    ("post", "/dead-letters/replay"), ("get", "/webhooks"), ("get", "/webhooks/{endpoint_id}"), ("patch", "/webhooks/{endpoint_id}"),
     ("delete", "/webhooks/{endpoint_id}"), ("post", "/webhooks/{endpoint_id}/rotate-secret"),
     ("post", "/webhooks/{endpoint_id}/test"), ("get", "/webhooks/{endpoint_id}/deliveries"),
     ("post", "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver"),
@@ -55,7 +56,7 @@ REFUSED = {("patch", "/referral_codes/{code}/use")}
 LIMITED = {
     ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
     ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"), ("post", "/events/reversals"),
-    ("get", "/exports/payouts"), ("get", "/exports/conversions"),
+    ("get", "/exports/payouts"), ("get", "/exports/conversions"), ("post", "/dead-letters/replay"),
 }  # fmt: skip
 # Answered as files (API.md §11's exports): text formats with an example each, Parquet as binary.
 FILES = {
@@ -67,7 +68,7 @@ PUBLISHING = {
     ("post", "/claim-checks/claims"), ("post", "/affiliates/{user_identifier}"),
     ("delete", "/referral_codes/{code}/referrals"), ("post", "/events/reversals"),
     ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
-    ("post", "/payouts/pending-approval/reject"),
+    ("post", "/payouts/pending-approval/reject"), ("post", "/dead-letters/replay"),
 }  # fmt: skip
 # 403 when the optional `project_id` names another project than the key's (the client sends it)
 PROJECT_CHECKED = {("get", "/payouts"), ("get", "/payouts/movements")}

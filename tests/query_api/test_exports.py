@@ -134,6 +134,14 @@ def test_the_payouts_of_the_window_paid_rejected_and_reversed(shop: Api):
     assert {r["event_time"] for r in rows if r["dedup_id"] == "p-1"} == {START}
 
 
+def test_far_bounds_are_all_time_and_bad_ones_a_400(shop: Api):
+    everything = export(shop, "payouts", "csv")
+    assert export(shop, "payouts", "csv", **{"from": "0001-01-01", "to": "9999-12-31T23:59:59Z"}) == everything
+    assert export(shop, "conversions", "csv", **{"from": "0", "to": "9" * 20}) == export(shop, "conversions", "csv")
+    for bad in ("1e999", "-1", "9" * 21, "2026-02-30", "10000-01-01"):
+        assert "to" in str(error_of(shop.get("/exports/payouts", params={"to": bad}), 400)), bad
+
+
 def test_from_is_inclusive_and_to_exclusive(shop: Api):
     within = export(shop, "payouts", "csv", **{"from": START, "to": END})
     assert {r["dedup_id"] for r in within} == {"p-1", "p-2", "p-3"}

@@ -97,7 +97,11 @@ READS = [
     ("/affiliate-portal/stats-breakdown", {**PORTAL, "group_by": "month", "date_range": "custom",
                                           "from": "2026-01-01", "to": "2026-12-31"}, "from", "to"),
     ("/affiliates", {}, "dateFrom", "dateTo"),
+    ("/dead-letters", {}, "from", "to"),
 ]  # fmt: skip
+# Reads with time bounds whose limit (10 a minute per key) this module's dozens of reads would pass: their far and bad
+# bounds are tested beside them (tests/query_api/test_exports.py).
+LIMITED_READS = {"/exports/payouts", "/exports/conversions"}
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +127,7 @@ def test_the_reads_above_are_every_read_with_time_bounds():
         names = {p["name"] for p in operations.get("get", {}).get("parameters", []) if p["in"] == "query"}
         if names & {"from", "to", "from_date", "to_date", "dateFrom", "dateTo"}:
             bounded.add(path.removeprefix("/api/v1"))
-    assert bounded == {read[0] for read in READS}
+    assert bounded == {read[0] for read in READS} | LIMITED_READS
 
 
 @pytest.mark.parametrize("path,query,lower,upper", READS, ids=[read[0] for read in READS])

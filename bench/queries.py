@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
+from bench import exports
 from bench.context import Context
 from bench.generate_queries import Dataset, ensure
 from bench.report import Figure, percentiles, time_awaits, time_calls
@@ -176,7 +178,7 @@ def _timed_gets(client: httpx.Client, path: str, params: list[dict], runs: int) 
     return samples
 
 
-def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
+def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> tuple[list[Measure], list[Figure]]:
     from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
     from runtime.wiring import open_embedded_state
 
@@ -194,12 +196,13 @@ def embedded(context: Context, datasets: list[Dataset], runs: Runs) -> list[Meas
     meta, measures = asyncio.run(in_process())
     server = Server(data_dir, env=RATE_ENV).start()
     try:
-        return measures + http_measures(server.url, meta, datasets, "embedded", "HTTP, rewards serve", runs)
+        measures += http_measures(server.url, meta, datasets, "embedded", "HTTP, rewards serve", runs)
+        return measures, _export(server.url, server.process.pid, meta, datasets, "embedded", "rewards serve")
     finally:
         server.stop()
 
 
-def production(context: Context, datasets: list[Dataset], runs: Runs) -> list[Measure]:
+def production(context: Context, datasets: list[Dataset], runs: Runs) -> tuple[list[Measure], list[Figure]]:
     from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
     from rewards.adapters.production.redis_state import open_redis_state
 
@@ -218,7 +221,23 @@ def production(context: Context, datasets: list[Dataset], runs: Runs) -> list[Me
 
     meta, measures = asyncio.run(over_client())
     with query_api({**env, **RATE_ENV}) as url:
-        return measures + http_measures(url, meta, datasets, "production", "HTTP, rewards query-api", runs)
+        measures += http_measures(url, meta, datasets, "production", "HTTP, rewards query-api", runs)
+        return measures, _export(url, _listening_pid(url), meta, datasets, "production", "rewards query-api")
+
+
+def _export(url: str, pid: int, meta: dict, datasets: list[Dataset], shape: str, way: str) -> list[Figure]:
+    """The smaller payouts dataset exported whole by the server (bench/exports.py)."""
+    dataset = min((d for d in datasets if d.kind == "payouts"), key=lambda d: d.rows)
+    return exports.measure(url, pid, meta[dataset.name]["api_key"], dataset.rows, shape, way)
+
+
+def _listening_pid(url: str) -> int:
+    """The process serving `url`'s port (a query-api of several processes: the one accepting connections)."""
+    port = int(url.rsplit(":", 1)[1])
+    for connection in psutil.net_connections("tcp"):
+        if connection.laddr.port == port and connection.status == psutil.CONN_LISTEN and connection.pid:
+            return connection.pid
+    raise RuntimeError(f"no process listens on {port}")
 
 
 @contextmanager
@@ -301,9 +320,11 @@ def datasets(context: Context) -> list[Dataset]:
 
 def run(context: Context) -> list[Figure]:
     runs = context.size(Runs(view=1000, raw=10), Runs(view=100, raw=3), Runs(view=3, raw=1))
-    measures = embedded(context, datasets(context), runs)
-    measures += production(context, datasets(context), runs)
-    return figures_of(measures)
+    figures = []
+    for shape in (embedded, production):
+        measures, exported = shape(context, datasets(context), runs)
+        figures += figures_of(measures) + exported
+    return figures
 
 
 def main(argv: list[str]) -> None:

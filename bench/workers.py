@@ -95,17 +95,19 @@ async def _run(context: Context) -> list[Figure]:
     figures = []
     blocked = context.size(1_000_000, 100_000, 1_000)
     for shape in ("embedded", "production"):
+        # Messages a delivery: a full delivery of the shape (the smoke test's: a few, it proves the suite runs).
+        count = context.size(messages_per_delivery(shape), messages_per_delivery(shape), 5)
         # The same run plain, with caps and budgets (issue 29: ≤ 15% more CPU), and beside a large blocklist.
         for variant in (PLAIN, LIMITED, BLOCKLISTED):
             async with _engines(shape, context) as (state, warehouse):
                 projects = [await _project(state, p, False) for p in range(PROJECTS)]
                 if variant == LIMITED:  # the same engines, the same moments: plain and limited deliveries in turn
                     limited = [await _project(state, PROJECTS + p, True, users_of=p) for p in range(PROJECTS)]
-                    figures += await _measure_limits(shape, state, warehouse, projects, limited, deliveries)
+                    figures += await _measure_limits(shape, state, warehouse, projects, limited, deliveries, count)
                     continue
                 if variant == BLOCKLISTED:
                     await _block_users(state, projects, blocked)
-                figures += await _measure(shape, state, warehouse, projects, deliveries, variant, blocked)
+                figures += await _measure(shape, state, warehouse, projects, deliveries, variant, blocked, count)
     return figures
 
 
@@ -275,9 +277,8 @@ async def _baseline(warehouse, messages: list[bytes], writes: Writes, token: str
 
 
 async def _measure(
-    shape: str, state, warehouse, projects: list[_Project], deliveries: int, variant: str, blocked: int
+    shape: str, state, warehouse, projects: list[_Project], deliveries: int, variant: str, blocked: int, count: int
 ) -> list[Figure]:
-    count = messages_per_delivery(shape)
     events = count * BATCH
     run = uuid.uuid4().hex[:8]
 
@@ -338,13 +339,12 @@ async def _measure(
 
 
 async def _measure_limits(
-    shape: str, state, warehouse, plain: list[_Project], limited: list[_Project], deliveries: int
+    shape: str, state, warehouse, plain: list[_Project], limited: list[_Project], deliveries: int, count: int
 ) -> list[Figure]:
     """Issue 29's ≤ 15%: deliveries of projects with 3 caps and a budget against the same deliveries of projects
     without, in turn in the same engines (the embedded warehouse's cost drifts over a process's life: variants
     measured one after the other differed by a third in their baselines alone, and of a pair the second delivery's
     inserts cost more: each goes first in turn)."""
-    count = messages_per_delivery(shape)
     events, run = count * BATCH, uuid.uuid4().hex[:8]
 
     def of(projects: list[_Project], n: int) -> list[_Project]:

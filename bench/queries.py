@@ -318,12 +318,17 @@ def datasets(context: Context) -> list[Dataset]:
     return [Dataset("payouts", n) for n in payouts] + [Dataset("claims", n) for n in claims]
 
 
-def run(context: Context) -> list[Figure]:
+def run(context: Context, exports_only: bool = False) -> list[Figure]:
+    """Every figure; `exports_only`: the export's alone (of the smaller payouts dataset only: `python -m bench.queries
+    --exports-only` measures it without generating the 10M payouts)."""
     runs = context.size(Runs(view=1000, raw=10), Runs(view=100, raw=3), Runs(view=3, raw=1))
+    sets = datasets(context)
+    if exports_only:
+        sets, runs = [min((d for d in sets if d.kind == "payouts"), key=lambda d: d.rows)], Runs(view=1, raw=1)
     figures = []
     for shape in (embedded, production):
-        measures, exported = shape(context, datasets(context), runs)
-        figures += figures_of(measures) + exported
+        measures, exported = shape(context, sets, runs)
+        figures += exported if exports_only else figures_of(measures) + exported
     return figures
 
 
@@ -342,7 +347,7 @@ def main(argv: list[str]) -> None:
             env = {engine.env_name: engine.url for engine in engines}
             # query-api checks that every engine of the production shape is configured; it never connects to Kafka.
             env.setdefault("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9")
-            print(render(run(Context(data_root.resolve(), env, quick))))
+            print(render(run(Context(data_root.resolve(), env, quick), exports_only="--exports-only" in argv)))
         finally:
             for engine in reversed(engines):
                 engine.stop()

@@ -17,7 +17,10 @@ from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Warehouse
 from schemas.clickhouse.values import ch_datetime
 
-PAGE_ROWS = 10_000
+# A page's rows: the serving process's RSS grows by about this many rows' worth, whatever the window (1M payouts as CSV
+# at 2026-11-29: +69 MB embedded, where chdb's own memory is the process's too, +17 MB query-api; 10,000 a page went
+# 1.6-1.8x faster but +168 MB embedded: docs/benchmarks.md, "Exports").
+PAGE_ROWS = 2_000
 CHECKS_PER_QUERY = 2_000  # claim check ids sent at once, as a query parameter
 DT = "DateTime64(3, 'UTC')"
 POINT, PAID, REJECTED = "point", "paid", "rejected"
@@ -55,20 +58,24 @@ def _window_sql(column: str, window: Window, params: dict) -> str:
 
 
 # Paid payouts (reversing rows included: negative, `reversal` their reversal's id) and rejected ones (API.md §8), by
-# (event time, payout id, paid before rejected): a cap splits one payout into a paid part and a rejected rest.
+# (event time, payout id, paid before rejected): a cap splits one payout into a paid part and a rejected rest. Each
+# table is read in its sorting key's order from the last page's row on, a page and one row at most (the last row
+# itself may be among them), so a page costs the same at the end of a long export as at its start.
 _PAYOUTS_SQL = """
 SELECT * FROM (
-    SELECT payout_id, source_id, kind, level, recipient_identifier, recipient_identifier_type,
-           toString(amount) AS amount_text, currency, currency_chain_id, currency_name, currency_decimals,
-           '' AS rejection, reversal, toUnixTimestamp64Milli(happened_at) AS event_ms,
-           toUnixTimestamp64Milli(created_at) AS processed_ms, toUInt8(0) AS part
-    FROM payouts WHERE project_id = {project:String}{window}{from_key}
+    (SELECT payout_id, source_id, kind, level, recipient_identifier, recipient_identifier_type,
+            toString(amount) AS amount_text, currency, currency_chain_id, currency_name, currency_decimals,
+            '' AS rejection, reversal, toUnixTimestamp64Milli(happened_at) AS event_ms,
+            toUnixTimestamp64Milli(created_at) AS processed_ms, toUInt8(0) AS part
+     FROM payouts WHERE project_id = {project:String}{window}{from_key}
+     ORDER BY happened_at, payout_id LIMIT {branch_limit:UInt32})
     UNION ALL
-    SELECT payout_id, source_id, kind, level, recipient_identifier, recipient_identifier_type,
-           toString(amount) AS amount_text, currency, currency_chain_id, currency_name, currency_decimals,
-           toString(reason) AS rejection, '' AS reversal, toUnixTimestamp64Milli(happened_at) AS event_ms,
-           toUnixTimestamp64Milli(created_at) AS processed_ms, toUInt8(1) AS part
-    FROM rejected_payouts WHERE project_id = {project:String}{window}{from_key}
+    (SELECT payout_id, source_id, kind, level, recipient_identifier, recipient_identifier_type,
+            toString(amount) AS amount_text, currency, currency_chain_id, currency_name, currency_decimals,
+            toString(reason) AS rejection, '' AS reversal, toUnixTimestamp64Milli(happened_at) AS event_ms,
+            toUnixTimestamp64Milli(created_at) AS processed_ms, toUInt8(1) AS part
+     FROM rejected_payouts WHERE project_id = {project:String}{window}{from_key}
+     ORDER BY happened_at, payout_id LIMIT {branch_limit:UInt32})
 ){after}
 ORDER BY event_ms, payout_id, part
 LIMIT {limit:UInt32}
@@ -84,7 +91,7 @@ LIMIT {limit:UInt32}
 
 async def payout_pages(warehouse: Warehouse, project_id: str, window: Window) -> AsyncIterator[list[dict]]:
     """The window's payout rows (PAYOUT_COLUMNS), a page at a time, in event time order."""
-    params: dict = {"project": project_id, "limit": PAGE_ROWS}
+    params: dict = {"project": project_id, "limit": PAGE_ROWS, "branch_limit": PAGE_ROWS + 1}
     window_sql = _window_sql("happened_at", window, params)
     last: dict | None = None
     while True:
@@ -92,7 +99,7 @@ async def payout_pages(warehouse: Warehouse, project_id: str, window: Window) ->
         if last is not None:  # each table from the last row's time on, then exactly after the last row
             params.update(after_t=ch_datetime(int(last["event_ms"])), after_ms=int(last["event_ms"]),
                           after_id=last["payout_id"], after_part=int(last["part"]))  # fmt: skip
-            keyset = {"from_key": f" AND happened_at >= {{after_t:{DT}}}",
+            keyset = {"from_key": f" AND (happened_at, payout_id) >= ({{after_t:{DT}}}, {{after_id:String}})",
                       "after": " WHERE (event_ms, payout_id, part) > ({after_ms:Int64}, {after_id:String},"
                                " {after_part:UInt8})"}  # fmt: skip
         sql = _PAYOUTS_SQL.replace("{window}", window_sql)

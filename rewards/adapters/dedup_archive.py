@@ -19,8 +19,10 @@ REVERSAL = "reversal"  # a reversal (API.md §9): its own id
 REPLAY = "replay"  # a record replayed from the dead letters: `<its kind>:<its id>:<the dead letter's id>`
 PAYOUT_DECISION = "payout_decision"  # an operator's decision on a held payout (API.md §9): the payout's id
 
+# The latest row of an id tells: an event set aside, then replayed from the dead letters and written, has a failed
+# row and a later processed one (stream_workers/handlers/conversion.py).
 WRITTEN_AMONG = """
-SELECT project_id, kind, dedup_id, max(failed) AS failed
+SELECT project_id, kind, dedup_id, argMax(failed, accepted_at) AS failed
 FROM dedup_ids
 WHERE project_id IN {projects:Array(String)} AND kind IN {kinds:Array(String)} AND dedup_id IN {ids:Array(String)}
   AND accepted_at > fromUnixTimestamp64Milli({cutoff_ms:Int64}, 'UTC')

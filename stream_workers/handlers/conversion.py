@@ -9,7 +9,9 @@ from rewards.domain.claim_checks import OPEN, PENDING_ACCEPTANCE
 from rewards.domain.integrity import Rejection
 from rewards.domain.limits import check_time_ms
 from rewards.domain.payouts import User
+from rewards.domain.timestamps import now_ms
 from rewards.ports import StateStore, Warehouse
+from schemas.clickhouse.values import ch_datetime
 from schemas.entities import CONVERSION
 from schemas.records import ConversionRecord
 from stream_workers import rows
@@ -67,6 +69,9 @@ class Conversion(Handler):
         writes.add_source(source, payouts, created, verdicts, project.limits, status)
         writes.rows["affiliate_volumes"] += volume_rows
         writes.rows["dedup_ids"].append(written)
+        if record.replay:  # written at last: its status past the hot window reads processed, no longer failed
+            writes.rows["dedup_ids"].append(dedup_archive.row(record.project_id, dedup_archive.EVENT, record.dedup_id,
+                                                              ch_datetime(now_ms())))  # fmt: skip
 
     def set_aside(self, record: ConversionRecord, writes: Writes) -> None:
         writes.failed[record.project_id].append(record.dedup_id)

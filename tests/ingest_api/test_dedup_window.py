@@ -231,6 +231,26 @@ async def test_failed_ids_stay_known_through_the_warehouse(redis_url, chdb_archi
         await client.aclose()
 
 
+async def test_an_event_set_aside_then_replayed_reads_processed_past_the_hot_window(redis_url, chdb_archive):  # noqa: F811
+    """A conversion set aside, then replayed from the dead letters and written (rewards.domain.dead_letters): its
+    failed row is followed by a processed one, and the latest tells."""
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive))
+    try:
+        pid = await store.create_project("replayed")
+        await ingest(store, pid, *batch("r-1"))
+        await _written(chdb_archive, pid, ["r-1"], f"{pid}-dl", failed=True)
+        await asyncio.sleep(0.01)
+        await _written(chdb_archive, pid, ["r-1"], f"{pid}-replay")
+        await asyncio.sleep(0.3)  # past the hot window: the warehouse answers
+        assert await store.event_status(pid, "r-1") == "processed"
+        assert (await ingest(store, pid, *batch("r-1"))).fresh == []
+    finally:
+        await client.aclose()
+
+
 async def test_an_archive_that_does_not_answer_refuses_the_batch(redis_url):  # noqa: F811
     import redis.asyncio as aredis
 

@@ -14,13 +14,12 @@ import orjson
 
 from rewards.domain.dead_letters import dead_letter_id, replay_of
 from rewards.ports import EventLog, Warehouse
-from schemas.clickhouse.values import ch_datetime
+from schemas.clickhouse.values import DT, ch_datetime, time_window
 from schemas.records import ConversionRecord, dump_records
 from schemas.topics import shard_of
 
 REPLAY_SLICE = 1_000  # dead letters replayed a call
 RECORDS_PER_MESSAGE = 100
-DT = "DateTime64(3, 'UTC')"
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,7 @@ def _where(project_id: str, filters: Filters) -> tuple[str, dict]:
     if filters.reason is not None:
         conditions.append("positionCaseInsensitiveUTF8(reason, {reason:String}) > 0")
         params["reason"] = filters.reason
-    if filters.start_ms is not None:
-        conditions.append(f"failed_at >= {{start:{DT}}}")
-        params["start"] = ch_datetime(filters.start_ms)
-    if filters.end_ms is not None:
-        conditions.append(f"failed_at < {{end:{DT}}}")
-        params["end"] = ch_datetime(filters.end_ms)
+    conditions += time_window("failed_at", filters.start_ms, filters.end_ms, params)
     return " AND ".join(conditions), params
 
 

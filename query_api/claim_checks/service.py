@@ -17,10 +17,9 @@ from rewards.domain.claim_checks import CLOSED, ClaimCheck
 from rewards.domain.payout_config import TokenCurrency
 from rewards.domain.payouts import User
 from rewards.ports import ClaimCheckStore, ProjectStore, Warehouse
-from schemas.clickhouse.values import ch_datetime
+from schemas.clickhouse.values import time_window
 
 CURRENCY = "currency_address, currency_chain_id, currency_name, currency_decimals"
-DT = "DateTime64(3, 'UTC')"
 
 
 def _key_prefix(user: User | None) -> tuple[str, dict]:
@@ -129,12 +128,7 @@ async def project_checks(
     if where.currency_address is not None:
         conditions.append("lower(currency_address) = lower({currency:String})")
         params["currency"] = where.currency_address
-    if where.start_ms is not None:
-        conditions.append(f"created_at >= {{start:{DT}}}")
-        params["start"] = ch_datetime(where.start_ms)
-    if where.end_ms is not None:
-        conditions.append(f"created_at <= {{end:{DT}}}")
-        params["end"] = ch_datetime(where.end_ms)
+    conditions += time_window("created_at", where.start_ms, where.end_ms, params, end_inclusive=True)
     sql = (
         f"SELECT id, user_identifier, user_identifier_type, {CURRENCY}, toString(amount) AS amount_text, reason,"
         f" status, hash, source_id, toUnixTimestamp64Milli(created_at) AS created_ms,"

@@ -15,14 +15,13 @@ from rewards.domain.claim_checks import OPEN, check_id
 from rewards.domain.reversals import REVERSAL_PART
 from rewards.domain.timestamps import format_timestamp
 from rewards.ports import Warehouse
-from schemas.clickhouse.values import ch_datetime
+from schemas.clickhouse.values import DT, ch_datetime, time_window
 
 # A page's rows: the serving process's RSS grows by about this many rows' worth, whatever the window (1M payouts as CSV
 # at 2026-11-29: +69 MB embedded, where chdb's own memory is the process's too, +17 MB query-api; 10,000 a page went
 # 1.6-1.8x faster but +168 MB embedded: docs/benchmarks.md, "Exports").
 PAGE_ROWS = 2_000
 CHECKS_PER_QUERY = 2_000  # claim check ids sent at once, as a query parameter
-DT = "DateTime64(3, 'UTC')"
 POINT, PAID, REJECTED = "point", "paid", "rejected"
 REJECTED_PART = ":rejected"  # a rejected payout's id: its payout's, marked (as in the payout movements)
 
@@ -47,14 +46,7 @@ CONVERSION_COLUMNS = (
 
 
 def _window_sql(column: str, window: Window, params: dict) -> str:
-    conditions = ""
-    if window.start_ms is not None:
-        conditions += f" AND {column} >= {{start:{DT}}}"
-        params["start"] = ch_datetime(window.start_ms)
-    if window.end_ms is not None:
-        conditions += f" AND {column} < {{end:{DT}}}"
-        params["end"] = ch_datetime(window.end_ms)
-    return conditions
+    return "".join(f" AND {condition}" for condition in time_window(column, window.start_ms, window.end_ms, params))
 
 
 # Paid payouts (reversing rows included: negative, `reversal` their reversal's id) and rejected ones (API.md §8), by

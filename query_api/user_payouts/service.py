@@ -16,7 +16,7 @@ from rewards.domain.claim_checks import OPEN, check_id
 from rewards.domain.payouts import User
 from rewards.domain.reversals import REVERSAL_PART
 from rewards.ports import Referral, ReferralStore, Warehouse
-from schemas.clickhouse.values import ch_datetime
+from schemas.clickhouse.values import time_window
 
 POINT = "point"
 PAID = "paid"  # the status of every payout in points (a token payout's is its claim check's)
@@ -24,7 +24,6 @@ REJECTED = "rejected"  # a payout the rules refused (API.md §8): its reason is 
 # A rejected payout's id: its payout's, marked (a cap splits one payout into a paid part and a rejected rest, the two
 # rows of one payout_id).
 REJECTED_PART = ":rejected"
-DT = "DateTime64(3, 'UTC')"
 # Earned as a referrer: commissions (the affiliate's share when a rebate splits one) and the code owner's referral
 # reward; `user` payouts (end-user rewards, campaign bonuses, rebates, the referred user's referral reward) are not.
 REFERRER_ROLE = "affiliate"
@@ -55,12 +54,7 @@ def _recipient_rows(project_id: str, user: User, onchain: bool, window: Window) 
         "currency != 'point'" if onchain else "currency = 'point'",
     ]
     params = {"project": project_id, "user_type": user.identifier_type, "user_id": user.identifier}
-    if window.start_ms is not None:
-        conditions.append(f"happened_at >= {{start:{DT}}}")
-        params["start"] = ch_datetime(window.start_ms)
-    if window.end_ms is not None:
-        conditions.append(f"happened_at <= {{end:{DT}}}")
-        params["end"] = ch_datetime(window.end_ms)
+    conditions += time_window("happened_at", window.start_ms, window.end_ms, params, end_inclusive=True)
     return " AND ".join(conditions), params
 
 

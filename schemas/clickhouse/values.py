@@ -99,3 +99,21 @@ def param_chunks(
         size += value_cost
     if chunk:
         yield chunk
+
+
+DT = "DateTime64(3, 'UTC')"  # the type of every time column, as a query parameter names it
+
+
+def time_window(
+    column: str, start_ms: int | None, end_ms: int | None, params: dict, *, end_inclusive: bool = False
+) -> list[str]:
+    """The conditions that keep `column` within a window (`start_ms` inclusive; `end_ms` exclusive, or inclusive when
+    `end_inclusive`; None: open), as `{start}`/`{end}` parameters added to `params`."""
+    conditions = []
+    if start_ms is not None:
+        conditions.append(f"{column} >= {{start:{DT}}}")
+        params["start"] = ch_datetime(start_ms)
+    if end_ms is not None:
+        conditions.append(f"{column} {'<=' if end_inclusive else '<'} {{end:{DT}}}")
+        params["end"] = ch_datetime(end_ms)
+    return conditions

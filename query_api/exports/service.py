@@ -91,7 +91,9 @@ async def payout_pages(warehouse: Warehouse, project_id: str, window: Window) ->
         if last is not None:  # each table from the last row's time on, then exactly after the last row
             params.update(after_t=ch_datetime(int(last["event_ms"])), after_ms=int(last["event_ms"]),
                           after_id=last["payout_id"], after_part=int(last["part"]))  # fmt: skip
-            keyset = {"from_key": f" AND (happened_at, payout_id) >= ({{after_t:{DT}}}, {{after_id:String}})",
+            # (the first condition alone is what the primary key's index surely prunes by)
+            keyset = {"from_key": f" AND happened_at >= {{after_t:{DT}}}"
+                                  f" AND (happened_at, payout_id) >= ({{after_t:{DT}}}, {{after_id:String}})",
                       "after": " WHERE (event_ms, payout_id, part) > ({after_ms:Int64}, {after_id:String},"
                                " {after_part:UInt8})"}  # fmt: skip
         sql = _PAYOUTS_SQL.replace("{window}", window_sql)
@@ -165,7 +167,8 @@ async def conversion_pages(warehouse: Warehouse, project_id: str, window: Window
         if len(rows) < PAGE_ROWS:
             return
         params.update(after_t=ch_datetime(int(rows[-1]["event_ms"])), after_id=rows[-1]["dedup_id"])
-        after = f" AND (timestamp, dedup_id) > ({{after_t:{DT}}}, {{after_id:String}})"
+        after = (f" AND timestamp >= {{after_t:{DT}}}"
+                 f" AND (timestamp, dedup_id) > ({{after_t:{DT}}}, {{after_id:String}})")  # fmt: skip
 
 
 def _conversion_row(row: dict) -> dict:

@@ -12,7 +12,7 @@ from rewards.domain.timestamps import format_timestamp, now_ms
 from rewards.ports import Principal
 from rewards.web.answers import Answer, text, timestamp
 from rewards.web.auth import guard
-from rewards.web.bounds import time_bound
+from rewards.web.bounds import time_window
 from rewards.web.dependencies import EventLogDep, SettingsDep, WarehouseDep
 from rewards.web.errors import bad_request, validation_messages
 from rewards.web.openapi import LOG_UNAVAILABLE, request_body_doc, success
@@ -113,7 +113,4 @@ async def replay(
 
 
 def _filters(record_type: str | None, reason: str | None, start: str | None, end: str | None) -> service.Filters:
-    filters = service.Filters(record_type, reason, time_bound("from", start), time_bound("to", end))
-    if None not in (filters.start_ms, filters.end_ms) and filters.start_ms > filters.end_ms:
-        raise bad_request("from must not be after to")
-    return filters
+    return service.Filters(record_type, reason, *time_window(("from", "to"), start, end))

@@ -11,9 +11,8 @@ from query_api.exports import service
 from query_api.exports.formats import MEDIA_TYPES, WRITERS
 from rewards.ports import Principal
 from rewards.web.auth import guard
-from rewards.web.bounds import time_bound
+from rewards.web.bounds import time_window
 from rewards.web.dependencies import WarehouseDep
-from rewards.web.errors import bad_request
 
 log = structlog.get_logger(__name__)
 router = APIRouter(prefix="/exports", tags=["exports"])
@@ -53,10 +52,7 @@ def _responses(what: str) -> dict:
 
 
 def _window(start: str | None, end: str | None) -> service.Window:
-    window = service.Window(time_bound("from", start), time_bound("to", end))
-    if None not in (window.start_ms, window.end_ms) and window.start_ms > window.end_ms:
-        raise bad_request("from must not be after to")
-    return window
+    return service.Window(*time_window(("from", "to"), start, end))
 
 
 async def _streamed(warehouse, project_id: str, window: service.Window, what: str, fmt: str) -> StreamingResponse:

@@ -17,7 +17,7 @@ from query_api.user_payouts.schemas import (
 )
 from rewards.domain.amounts import format_amount
 from rewards.domain.timestamps import format_timestamp
-from rewards.web.bounds import day_bound, time_bound
+from rewards.web.bounds import day_bound, time_window
 from rewards.web.dependencies import Caller, StateDep, WarehouseDep
 from rewards.web.errors import bad_request
 from rewards.web.numbers import ExactJSONResponse
@@ -28,10 +28,7 @@ router = APIRouter(prefix="/payouts", tags=["payouts"])
 
 
 def _window(names: tuple[str, str], start: str | None, end: str | None) -> service.Window:
-    window = service.Window(time_bound(names[0], start), time_bound(names[1], end, end=True))
-    if None not in (window.start_ms, window.end_ms) and window.start_ms > window.end_ms:
-        raise bad_request(f"{names[0]} must not be after {names[1]}")
-    return window
+    return service.Window(*time_window(names, start, end, end_inclusive=True))
 
 
 OTHER_PROJECT = {403: {"description": "Forbidden: `project_id` names a project other than the key's"}}

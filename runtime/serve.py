@@ -1,12 +1,11 @@
 """`rewards serve`: the embedded default, one process serving every endpoint and running the pipeline."""
 
+import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import socket
 import sys
-from pathlib import Path
 
 import structlog
 import uvicorn
@@ -18,6 +17,8 @@ from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
 from rewards.web.protocol import ContractHttpProtocol
+from runtime.backups import serve_requests
+from runtime.data_dir import lock_data_dir
 from runtime.wiring import claim_expiry_sweeps, embedded_dispatcher, open_embedded, stop
 from stream_workers.app import running_worker
 from stream_workers.webhooks.dispatcher import running_dispatcher
@@ -30,17 +31,21 @@ def embedded_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI):
         backends = await open_embedded(settings)
         app.state.backends = backends
-        sweeps = None
+        paused = asyncio.Lock()  # held by a backup: the worker's writes wait (runtime.backups)
+        sweeps = backups = None
         try:
             async with (
-                running_worker(backends.source, backends.state, backends.warehouse, settings),
+                running_worker(backends.source, backends.state, backends.warehouse, settings, paused),
                 running_dispatcher(embedded_dispatcher(backends)),
             ):
                 sweeps = claim_expiry_sweeps(backends)
+                backups = asyncio.create_task(serve_requests(backends.warehouse, settings.data_dir, paused))
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield
+                await stop(backups)
                 await stop(sweeps)
         finally:
+            await stop(backups)
             await stop(sweeps)
             await backends.close()
             log.info("stopped")
@@ -48,23 +53,6 @@ def embedded_app(settings: Settings) -> FastAPI:
     return create_app(
         "Rewards", INGEST_ROUTERS + QUERY_ROUTERS, lifespan, settings.max_body_bytes, settings.cors_origins
     )
-
-
-class DataDirInUse(RuntimeError):
-    pass
-
-
-def lock_data_dir(data_dir: Path):
-    """Hold the data directory for this process (released when it exits, however it exits): a second server
-    on it would fail deep inside chdb with a traceback; this says it in one line, before anything starts."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(data_dir / "serve.lock", "a")  # noqa: SIM115  # held open for the life of the process
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise DataDirInUse(f"another `rewards serve` is running on {data_dir.resolve()}") from None
-    return lock
 
 
 class _Server(uvicorn.Server):

@@ -9,7 +9,9 @@ from stream_workers.runner import run_worker
 
 
 @contextlib.asynccontextmanager
-async def running_worker(source: EventSource, state: StateStore, warehouse: Warehouse, settings: Settings):
+async def running_worker(
+    source: EventSource, state: StateStore, warehouse: Warehouse, settings: Settings, paused: asyncio.Lock | None = None
+):
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_worker(
@@ -19,6 +21,7 @@ async def running_worker(source: EventSource, state: StateStore, warehouse: Ware
             stop,
             settings.worker_poll_s,
             settings.dedup_window,
+            paused,
         )
     )
     try:

@@ -44,7 +44,11 @@ async def run_worker(
     stop: asyncio.Event,
     poll_timeout_s: float,
     window_s: float = DEFAULT_WINDOW_S,
+    paused: asyncio.Lock | None = None,
 ) -> None:
+    """`paused`: held by whoever needs the warehouse and the log's read position still for a moment (a backup of the
+    embedded default); the worker writes and commits each poll's deliveries under it."""
+    paused = paused or asyncio.Lock()
     log.info("worker started")
     freeze_startup_objects()
     while not stop.is_set():
@@ -55,25 +59,37 @@ async def run_worker(
             log.exception("reading the event log failed; retrying")
             await asyncio.sleep(RETRY_DELAY_S)
             continue
-        written = []
-        for delivery in deliveries:
-            try:
-                with LATENCY.time():
-                    PAYOUTS.inc(await process_delivery(delivery, state, warehouse, window_s=window_s))
-            except Exception:
-                FAILURES.inc()
-                log.exception("delivery failed; it will be retried", token=delivery.token)
-                break
-            written.append(delivery)
-        if written:
-            try:
-                await source.commit(written)
-            except Exception:  # written under their tokens: read again, they are written once
-                FAILURES.inc()
-                log.exception("committing deliveries failed; they will be read again")
-                await asyncio.sleep(RETRY_DELAY_S)
-                continue
-            DELIVERIES.inc(len(written))
-        if len(written) < len(deliveries):
+        async with paused:
+            written = await _write(deliveries, state, warehouse, window_s)
+            committed = await _commit(source, written)
+        if not committed or len(written) < len(deliveries):
             await asyncio.sleep(RETRY_DELAY_S)
     log.info("worker stopped")
+
+
+async def _write(deliveries: list, state: StateStore, warehouse: Warehouse, window_s: float) -> list:
+    """The deliveries written, in order, up to the first that failed (it and those after it are read again)."""
+    written = []
+    for delivery in deliveries:
+        try:
+            with LATENCY.time():
+                PAYOUTS.inc(await process_delivery(delivery, state, warehouse, window_s=window_s))
+        except Exception:
+            FAILURES.inc()
+            log.exception("delivery failed; it will be retried", token=delivery.token)
+            break
+        written.append(delivery)
+    return written
+
+
+async def _commit(source: EventSource, written: list) -> bool:
+    if not written:
+        return True
+    try:
+        await source.commit(written)
+    except Exception:  # written under their tokens: read again, they are written once
+        FAILURES.inc()
+        log.exception("committing deliveries failed; they will be read again")
+        return False
+    DELIVERIES.inc(len(written))
+    return True

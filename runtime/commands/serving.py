@@ -18,7 +18,8 @@ def serve(
 ) -> None:
     """Serve every endpoint and run the pipeline in one process (the embedded default)."""
     from rewards.settings import Settings
-    from runtime.serve import CannotListen, DataDirInUse
+    from runtime.data_dir import DataDirInUse
+    from runtime.serve import CannotListen
     from runtime.serve import serve as run_server
 
     try:

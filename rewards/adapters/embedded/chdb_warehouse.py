@@ -11,6 +11,7 @@ from rewards.adapters import migrations
 from schemas.clickhouse import INSERT_SETTINGS
 from schemas.clickhouse.values import param_text
 
+CONFIG = Path(__file__).with_name("chdb_backups.xml")  # lets BACKUP and RESTORE write and read files
 _TOKEN = re.compile(r"^[A-Za-z0-9:_.-]{1,200}$")
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -20,7 +21,7 @@ class ChdbWarehouse:
         import chdb  # imported here: loading the engine takes a moment and most commands never need it
 
         path.mkdir(parents=True, exist_ok=True)
-        self._conn = chdb.connect(str(path))
+        self._conn = chdb.connect(f"file:{path}?config-file={CONFIG}")
         # One engine per process and its connection is not thread-safe: every call goes through one thread.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chdb")
 
@@ -45,6 +46,15 @@ class ChdbWarehouse:
         params = None if params is None else {name: param_text(value) for name, value in params.items()}
         result = await self._run(sql, params, "JSON")
         return orjson.loads(result)["data"] if result else []
+
+    async def backup_to(self, folder: Path) -> None:
+        """ClickHouse's own BACKUP of every table and view into `folder` (made by it; a consistent copy of each table
+        as of the statement: hold the writers back for one across tables)."""
+        await self.query("BACKUP DATABASE default TO File({folder:String})", {"folder": str(folder)})
+
+    async def restore_from(self, folder: Path) -> None:
+        """RESTORE what `backup_to` wrote into this engine, whose tables must not exist yet."""
+        await self.query("RESTORE DATABASE default FROM File({folder:String})", {"folder": str(folder)})
 
     async def _run(self, sql: str, params: dict | None, fmt: str) -> bytes:
         loop = asyncio.get_running_loop()

@@ -6,6 +6,7 @@ prints one table and saves it as JSON.
 """
 
 import logging
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -47,7 +48,9 @@ def main(
         for name, run in SUITES.items():
             if not only or name in only:
                 typer.echo(f"== {name}", err=True)
+                started = time.monotonic()
                 figures += run(context)
+                typer.echo(f"== {name}: {time.monotonic() - started:.1f} s", err=True)
         figures += engines.ceiling_figures(figures)  # each pipeline figure against the slowest engine it needs
     finally:
         for engine in reversed(started):

@@ -48,9 +48,9 @@ def main(
         for name, run in SUITES.items():
             if not only or name in only:
                 typer.echo(f"== {name}", err=True)
-                started = time.monotonic()
+                began = time.monotonic()
                 figures += run(context)
-                typer.echo(f"== {name}: {time.monotonic() - started:.1f} s", err=True)
+                typer.echo(f"== {name}: {time.monotonic() - began:.1f} s", err=True)
         figures += engines.ceiling_figures(figures)  # each pipeline figure against the slowest engine it needs
     finally:
         for engine in reversed(started):

@@ -44,15 +44,16 @@ CASES = (Case("one partition, 1 worker process", 1, 1), Case(f"spread over {SPRE
 def run(context: Context) -> list[Figure]:
     load = context.size(Load(20, projects=1), Load(6, projects=1), Load(1, projects=1, referred_users=5, rate=2_000,
                                                                         connections=4))  # fmt: skip
-    # The smoke test runs the one-partition case and the two-process one (the middle case is the same code between).
-    cases = (CASES[0], CASES[-1]) if context.smoke else CASES
+    # The smoke test runs the two-process case alone (the others are the same code with other numbers), its own
+    # baseline: one production stack started instead of three.
+    cases = CASES[-1:] if context.smoke else CASES
     measured = {case: _production(context, case, load) for case in cases}
-    single = measured[CASES[0]].rate
+    single = measured[cases[0]].rate
     figures = []
     for case, steady in measured.items():
         figures += [
             Figure("hot project", f"one project's events written/s: {case.name}", "production", steady.rate,
-                   "events/s", baseline_name=CASES[0].name, baseline=single,
+                   "events/s", baseline_name=cases[0].name, baseline=single,
                    ratio=steady.rate / single if single else None, ratio_note="× one partition",
                    target=f"≥ {SCALE_TARGET}×" if case.workers == 2 else "",
                    met=(steady.rate / single >= SCALE_TARGET if single else False) if case.workers == 2 else None),

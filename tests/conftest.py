@@ -1,3 +1,6 @@
+import functools
+
+import httpx._transports.default
 import pytest
 
 from rewards.devengines.clickhouse import connect
@@ -9,6 +12,13 @@ pytest_plugins = [
     "tests.support.kafka_cluster",
     "tests.support.clickhouse_cluster",
 ]
+
+# Each httpx client (and each httpx.get) loads the CA bundle into an SSL context of its own: 30-60 ms of CPU, for
+# thousands of clients of plain-HTTP local servers (tests' per-test clients, health polls). One context serves them
+# all; httpx 0.28 builds it in its transports' module (tests/adapters/test_dependencies.py checks the name exists).
+httpx._transports.default.create_ssl_context = functools.lru_cache(maxsize=8)(
+    httpx._transports.default.create_ssl_context
+)
 
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each. `sharded`,

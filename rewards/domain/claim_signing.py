@@ -25,10 +25,6 @@ what OpenZeppelin's EIP712 `_hashTypedDataV4` and ECDSA.recover check.
 import re
 from dataclasses import dataclass
 
-from eth_account import Account
-from eth_account.messages import encode_typed_data
-from eth_utils import keccak
-
 from rewards.domain import sealing
 from rewards.domain.claim_checks import CLOSED, ClaimCheck
 from rewards.domain.errors import DomainError, ErrorKind
@@ -97,6 +93,8 @@ class SignerKey:
     def __init__(self, secret: bytes):
         if len(secret) != 32 or not 0 < int.from_bytes(secret, "big") < _CURVE_ORDER:
             raise InvalidSignerKey
+        from eth_account import Account  # imported when first needed: ~0.5 s of every process's start otherwise
+
         self._secret = secret
         self.address: str = Account.from_key(secret).address.lower()
 
@@ -107,6 +105,9 @@ class SignerKey:
         return StoredSigner(address=self.address, sealed_key=sealing.seal(self._secret, secrets_keys))
 
     def sign(self, typed_data: dict) -> str:
+        from eth_account import Account
+        from eth_account.messages import encode_typed_data
+
         signed = Account.sign_message(encode_typed_data(full_message=typed_data), self._secret)
         return "0x" + bytes(signed.signature).hex()
 
@@ -159,6 +160,8 @@ def form_deadline(now_ms: int) -> int:
 
 def proof_of(check_id: str) -> bytes:
     """keccak256 of the check's id (UTF-8): the form's `proof`, one per check."""
+    from eth_utils import keccak
+
     return keccak(text=check_id)
 
 

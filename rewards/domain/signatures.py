@@ -37,8 +37,6 @@ from dataclasses import dataclass
 import base58
 from cryptography.exceptions import InvalidSignature as _BadEd25519
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from eth_account import Account
-from eth_account.messages import encode_defunct
 
 from rewards.domain.errors import DomainError
 from rewards.domain.payouts import User
@@ -137,6 +135,9 @@ def signed_by(user: User, message: str, signature: str) -> bool:
 
 
 def _evm_signer(message: str, signature: str) -> str | None:
+    from eth_account import Account  # imported when first needed: ~0.5 s of every process's start otherwise
+    from eth_account.messages import encode_defunct
+
     try:
         return Account.recover_message(encode_defunct(text=message), signature=signature).lower()
     except Exception:  # eth-account raises several kinds for a malformed signature: every one means "not signed"

@@ -23,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import faust
+import httpx
 import mode
 import mode.threads
 import pytest
@@ -114,3 +115,12 @@ async def test_the_event_log_reads_its_producers_transaction_state(kafka_url):
         assert kafka_log._ready_for_next(producer)
     finally:
         await kafka_log._stop(producer)
+
+
+def test_the_tests_share_one_ssl_context_through_httpx_s_own_builder():
+    """tests/conftest.py caches the builder httpx's transports call (one CA bundle load for the suite's clients)."""
+    import httpx._transports.default as transports
+
+    assert hasattr(transports.create_ssl_context, "cache_info"), "httpx's transports no longer build contexts there"
+    with httpx.Client() as first, httpx.Client() as second:
+        assert first._transport._pool._ssl_context is second._transport._pool._ssl_context

@@ -26,6 +26,7 @@ from rewards.domain.allotment import (
     Ask,
     Limits,
     UnseededBudgets,
+    counted_in,
     currency_key,
     from_units,
     to_units,
@@ -104,6 +105,7 @@ async def _allot_project(
         verdicts += await ask(f"{token}:{n}", lambda t, s, c=chunk: state.allot_tallies(project_id, t, limits, c, s))
     left = {key: verdict for key, verdict in zip(pending.tallies, verdicts, strict=True) if verdict != WHOLE}
     if not left:  # the common case: the rows written as if paid whole stand
+        _mark_counted(writes, project_id, limits)
         return
     cuts: dict[int, tuple[Decimal, Rejection]] = {}  # by place in the delivery's payout rows
     asks, places = [], []  # the payouts to decide one by one, in order, and their places
@@ -120,6 +122,14 @@ async def _allot_project(
             if granted.rejection is not None:
                 cuts[place] = (from_units(granted.units, asked.currency), granted.rejection)
     writes.cut_payouts(project_id, cuts)
+    _mark_counted(writes, project_id, limits)
+
+
+def _mark_counted(writes: Writes, project_id: str, limits: Limits) -> None:
+    """Each paid row granted here keeps the user's counters it was counted in (`capped_in`), for a reversal to give
+    back to those only (rewards.domain.allotment.given_back)."""
+    for _, row, (_, side, currency), _ in _governed_rows(writes, project_id, limits):
+        row["capped_in"] = counted_in(limits, currency, side)
 
 
 def _governed_rows(writes: Writes, project_id: str, limits: Limits):

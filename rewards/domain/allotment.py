@@ -198,11 +198,16 @@ class Tally:
     """One user's payouts of one side and currency in a delivery, summed: what caps and budgets decide at once when
     the user is far from its caps (`allot_tallies`). `times`: the units asked at each event time (ms)."""
 
-    __slots__ = ("currency", "side", "times", "units", "user")
+    __slots__ = ("counted", "currency", "side", "times", "units", "user")
 
-    def __init__(self, user: User, side: str, currency: str, units: int = 0, times: dict[int, int] | None = None):
+    def __init__(
+        self, user: User, side: str, currency: str, units: int = 0, times: dict[int, int] | None = None,
+        counted: str | None = None,
+    ):  # fmt: skip
+        """`counted`, of units given back: the user's counters ("t", "m") their payouts were counted in when paid
+        (COUNTED_IN); None: those the limits count now (units counted in the same delivery)."""
         self.user, self.side, self.currency = user, side, currency
-        self.units, self.times = units, {} if times is None else times
+        self.units, self.times, self.counted = units, {} if times is None else times, counted
 
     def add(self, units: int, at_ms: int) -> None:
         self.units += units
@@ -254,20 +259,28 @@ class GivenBack(NamedTuple):
 
 def given_back(tallies: Sequence[Tally], limits: Limits) -> list[GivenBack]:
     """What a reversal gives back to caps and budgets (API.md §9): the counters its payouts were counted in, as
-    `count` counts a grant, each dropping by the units taken back (never below 0, by the store). A rolling cap's
-    grants by time are not given back: the units stay in its window until they leave it (a cap the reversal leaves
-    stricter, never looser)."""
+    `count` counts a grant, each dropping by the units taken back (never below 0, by the store). A user's counters
+    get back only what they counted (`Tally.counted`): a payout made before its cap was set was never counted, and
+    giving it back would leave room for more than the cap. A budget's paid counter starts from everything paid in its
+    currency (UnseededBudgets), so it always gets the units back. A rolling cap's grants by time are not given back:
+    the units stay in its window until they leave it (a cap the reversal leaves stricter, never looser)."""
     found = []
     for tally in tallies:
         if tally.currency in limits.budgets:
             found.append(GivenBack("paid", tally.currency, units=tally.units))
-        counts = limits.counts(tally.currency, tally.side)
+        counts = limits.counts(tally.currency, tally.side) if tally.counted is None else tally.counted
         if "t" in counts:
             found.append(GivenBack("total", tally.currency, tally.side, tally.user, tally.units))
         if "m" in counts:
             found += [GivenBack(f"month:{month}", tally.currency, tally.side, tally.user, units)
                       for month, units in tally.months().items()]  # fmt: skip
     return found
+
+
+def counted_in(limits: Limits, currency: str, side: str) -> str:
+    """The user's counters a payout granted now is counted in and a reversal may give back ("t", "m"; the rolling
+    caps' grants by time are never given back): what a paid payout row keeps as `capped_in`."""
+    return limits.counts(currency, side).replace("h", "")
 
 
 class UnseededBudgets(Exception):

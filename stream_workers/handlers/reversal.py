@@ -54,7 +54,7 @@ WHERE project_id = {project:String} AND reversal = '' AND source_id IN {ids:Arra
 _PAYOUTS = f"""
 SELECT project_id, payout_id, source_id, source_type, kind, role, level, recipient_identifier_type,
        recipient_identifier, toString(amount) AS amount, currency, currency_chain_id, currency_name,
-       currency_decimals, happened_at, code
+       currency_decimals, happened_at, code, capped_in
 FROM payouts {_OF_EVENTS} AND source_type = 'conversion'
 ORDER BY happened_at, payout_id
 """
@@ -141,13 +141,15 @@ def _token_parts(project_id: str, reversing: list[dict]) -> list[tuple[TakeBack,
 
 
 def give_back_rows(reversing: list[dict], at_ms: int, limits: Limits, tallies: dict[tuple, Tally]) -> None:
-    """The units of an event's reversing payout rows that a cap or budget governs, tallied per user, side and
-    currency at the event's time `at_ms` (as they were counted: stream_workers.capped)."""
+    """The units of an event's reversing payout rows that a cap or budget governs, tallied per user, side, currency
+    and the counters the payout was counted in (its row's `capped_in`; a row without one was counted in this delivery,
+    as the limits count) at the event's time `at_ms` (as they were counted: stream_workers.capped)."""
     for row in reversing:
         if (key := row_key(row, limits)) is None:
             continue
-        if (tally := tallies.get(key)) is None:
-            tally = tallies[key] = Tally(*key)
+        counted = row.get("capped_in")
+        if (tally := tallies.get((*key, counted))) is None:
+            tally = tallies[(*key, counted)] = Tally(*key, counted=counted)
         tally.add(to_units(-Decimal(row["amount"]), key[2]), at_ms)
 
 

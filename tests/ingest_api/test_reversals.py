@@ -259,6 +259,36 @@ def test_caps_and_budgets_get_the_amount_back(world):
     api.close()
 
 
+def test_a_payout_made_before_its_cap_was_set_gives_it_nothing_back(world):
+    """Its units were never counted in the cap: giving them back would make room for more than the cap."""
+    server, admin, _ = world
+    project = admin.project()
+    api = Api(server, admin.key(project, "service_role"), project)
+    uncapped = {key: value for key, value in LIMITED.items() if key not in ("caps", "budgets")}
+    cap = {"applies_to": "end_user", "currency": "point", "amount": "15", "window": "all_time"}
+    capped = {**uncapped, "caps": [cap]}
+
+    def buy(dedup_id: str) -> None:
+        assert api.post("/events/batch", json={"events": [event(dedup_id, BUYER)]}).status_code == 200
+        api.wait_processed(dedup_id)
+
+    assert api.put("/projects/config", json=uncapped).status_code == 200
+    buy("before-cap")
+    assert api.put("/projects/config", json=capped).status_code == 200
+    buy("capped-1")
+    buy("capped-2")
+    assert points(api, BUYER) == "25"  # 10 before the cap, then 10 and 5 of 10 (the cap's 15)
+    assert reverse(api, {"dedup_id": "before-cap", "reason": "refund"}).json() == {"reversed": 1}
+    wait_status(api, "before-cap", "reversed")
+    buy("capped-3")
+    assert points(api, BUYER) == "15"  # the cap still full: nothing of capped-3 paid
+    assert reverse(api, {"dedup_id": "capped-1", "reason": "refund"}).json() == {"reversed": 1}
+    wait_status(api, "capped-1", "reversed")
+    buy("capped-4")
+    assert points(api, BUYER) == "15"  # 5, then capped-4's 10 in the room capped-1 gave back
+    api.close()
+
+
 USDC = {"address": "0xA0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "chain_id": 1, "name": "USDC", "decimals": 6}
 TOKENS = {
     "default_tier": "base",

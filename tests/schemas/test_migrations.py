@@ -90,6 +90,7 @@ APPLIED_CHECKSUMS = {
     15: "aac5a65c534262b05fc97141e53e9eab57111db59c80a840906af60a6e2c311c",
     16: "6519a28e0eb8f994ed4f8fedac441a2bc200848a955a76175b80d32331972117",
     17: "d5013c27a61e2ff57c8ffde070c59b09f7077f259f241dd7daf8e5e3f6e5ec07",
+    18: "4fa5eda8e7e0f29b8cf8471df18f8342500a6c2025f121fd0836ee4b25e087c2",
 }
 
 SHIPPED = len(schema.load_migrations())  # the package's migrations are 1 to SHIPPED
@@ -134,7 +135,7 @@ def test_versions_1_to_3_are_the_statements_of_before():
         (8, "leaderboards"), (9, "user_payouts"), (10, "pipeline_minutes"), (11, "affiliate_portal"),
         (12, "volume_currency"), (13, "rejected_payouts"), (14, "claim_check_expiry"),
         (15, "reversals"), (16, "claimable_by_user"),
-        (17, "approvals")]  # fmt: skip
+        (17, "approvals"), (18, "capped_in")]  # fmt: skip
     assert schema.statements()[: len(legacy_statements())] == legacy_statements()
     assert all(m.down is None for m in schema.load_migrations()[:3])  # undoing them would drop every table
 

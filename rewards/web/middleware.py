@@ -161,7 +161,7 @@ class UnhandledErrorMiddleware:
             UNHANDLED_ERRORS.inc()
             if response.started:
                 raise  # uvicorn logs it (once) and closes the connection
-            log.exception("unhandled error", method=scope["method"], path=scope["path"])
+            log.exception("unhandled error", method=scope["method"], path=logged_path(scope))
             await send_error(send, 500, "Internal Server Error")
 
 
@@ -210,6 +210,17 @@ class StateHeadersMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
+def logged_path(scope: Scope) -> str:
+    """The path with each path parameter's value replaced by its name (`/api/v1/payouts/totals/{user_identifier}`): a
+    path may carry a user's identifier, which no log may hold (API.md §11, erasure). (From the parameters the router
+    found rather than its route's template: the template of a route included under a prefix lacks the prefix.)"""
+    path = scope["path"]
+    for name, value in (scope.get("path_params") or {}).items():
+        if (text := str(value)) and (at := path.rfind(text)) >= 0:
+            path = f"{path[:at]}{{{name}}}{path[at + len(text) :]}"
+    return path
+
+
 # Requests whose line would drown the others (probes and scrapes, several a second): logged at debug.
 QUIET_PATHS = frozenset({"/health", "/metrics"})
 
@@ -239,6 +250,6 @@ class RequestLogMiddleware:
         finally:
             level = logging.DEBUG if scope["path"] in QUIET_PATHS else logging.INFO
             log.log(
-                level, "request", method=scope["method"], path=scope["path"], status=status,
+                level, "request", method=scope["method"], path=logged_path(scope), status=status,
                 ms=round((time.perf_counter() - started) * 1000, 1), project=scope.get("state", {}).get("project_id"),
             )  # fmt: skip

@@ -14,6 +14,9 @@ import orjson
 from tests.conftest import SERVICE
 from tests.support.harness import Admin, Server, free_port, stop_processes, wait_healthy
 
+USER = "0x00000000000000000000000000000000000a11ce"
+TOTALS_ROUTE = "/api/v1/payouts/totals/{user_identifier}"  # the parameter's name, never its value
+
 
 def test_each_request_is_one_json_line_with_its_project_and_never_the_key(tmp_path):
     log_path = tmp_path / "stderr.log"
@@ -32,17 +35,21 @@ def test_each_request_is_one_json_line_with_its_project_and_never_the_key(tmp_pa
             assert client.get("/payouts/summary", headers={"Authorization": "Bearer wrong"}).status_code == 401
             refused = client.post("/events/batch", json={"events": []}, headers={"Authorization": f"Bearer {key}"})
             assert refused.status_code == 400
+            totals = client.get(f"/payouts/totals/{USER}?identifier_type=evm_address",
+                                headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+            assert totals.status_code == 200
         time.sleep(0.3)  # written as it happens; give the process a moment
     finally:
         stop_processes([server.process])
     text = log_path.read_text()
-    assert key not in text and "wrong" not in text
+    assert key not in text and "wrong" not in text and USER not in text  # a user's identifier neither
     lines = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]
     requests = [(r["method"], r["path"], r["status"], r["project"]) for r in lines if r["event"] == "request"]
     assert requests == [
         ("GET", "/api/v1/payouts/summary", 200, project),
         ("GET", "/api/v1/payouts/summary", 401, None),
         ("POST", "/api/v1/events/batch", 400, project),
+        ("GET", TOTALS_ROUTE, 200, project),
     ]  # /health (the readiness probe) is logged at debug only
     assert all(isinstance(r["ms"], float) and r["ms"] >= 0 for r in lines if r["event"] == "request")
 

@@ -48,13 +48,14 @@ demo: $(STAMP)
 QUICK_CLUSTER_TESTS := tests/contract tests/adapters/test_key_cache.py tests/adapters/test_redis_cluster.py \
 	tests/adapters/test_clickhouse_shards.py
 # The single-node suite runs in TEST_WORKERS processes (pytest-xdist), a test module whole in one of them (its
-# module-scoped servers stay its own); each process starts its own engines. TEST_WORKERS=0: one process. The 40
-# slowest tests are listed at the end (where the suite's minutes go).
+# module-scoped servers stay its own); each process starts its own engines. TEST_WORKERS=0: one process. Modules are
+# handed out longest first (tests/conftest.py SLOWEST_FIRST), not by their number of tests. The 40 slowest tests are
+# listed at the end (where the suite's minutes go).
 TEST_WORKERS ?= 2
 test: $(DEV_STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=40
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40
 	$(PY) -m pytest -q -m cluster $(QUICK_CLUSTER_TESTS)
 
 test-cluster: $(DEV_STAMP)

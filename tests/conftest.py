@@ -20,6 +20,26 @@ httpx._transports.default.create_ssl_context = functools.lru_cache(maxsize=8)(
     httpx._transports.default.create_ssl_context
 )
 
+# Under pytest-xdist (the Makefile: --dist loadfile --no-loadscope-reorder) modules are handed to the processes in
+# the order of the items: the longest first (their sums of test time in a CI run), so that none of them is left
+# running alone at the end while the other process idles. The rest keep pytest's order.
+SLOWEST_FIRST = (
+    "tests/bench/test_bench_smoke.py",
+    "tests/stream_workers/test_faust_workers.py",
+    "tests/runtime/test_production_faults.py",
+    "tests/adapters/test_redis_loss.py",
+    "tests/stream_workers/test_webhook_deliveries.py",
+    "tests/ingest_api/test_affiliates.py",
+    "tests/query_api/test_console.py",
+    "tests/schemas/test_escaping.py",
+)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    rank = {module: n for n, module in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # stable: a module's order kept
+
+
 SERVICE = "service_role"
 # The contract suite runs against every shape: tests that take `server` (or `api`) run once for each. `sharded`,
 # the production shape on a warehouse of two ClickHouse shards, runs with the cluster suite (make test-cluster).

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -32,6 +33,7 @@ WAREHOUSE = "warehouse"  # the chdb folder's name, in a data dir and in a backup
 REQUESTS = "requests"
 WATCH_EVERY_S = 0.5
 STATUS_KEPT_S = 86_400  # an answer nobody read is removed after a day
+_STATE_FILE = re.compile(r"[A-Za-z0-9_.-]+\.sqlite3")
 
 
 class BackupError(ValueError):
@@ -107,6 +109,9 @@ def read_manifest(backup: Path) -> dict:
         raise BackupError(f"{backup} is not a backup of `rewards backup` (no readable {MANIFEST})") from None
     if manifest.get("format") != FORMAT:
         raise BackupError(f"{backup} is a backup of another format ({manifest.get('format')!r}, not {FORMAT!r})")
+    names = manifest.get("state_files")
+    if not isinstance(names, list) or not all(isinstance(n, str) and _STATE_FILE.fullmatch(n) for n in names):
+        raise BackupError(f"{backup}/{MANIFEST} names state files that are not files of a data dir")  # no ../ path
     return manifest
 
 

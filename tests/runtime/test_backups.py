@@ -3,6 +3,7 @@ taken while batches keep coming holds every event accepted before it was asked f
 dir serves the same figures and still knows every dedup id."""
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -131,6 +132,15 @@ def test_restore_refuses_a_folder_in_use_or_not_a_backup(backed_up):
     assert not_one.returncode == 1
     assert "is not a backup of `rewards backup`" in json.loads(not_one.stderr)["error"]
     assert not (root / "new").exists()
+
+    crafted = root / "crafted"
+    shutil.copytree(root / "backup", crafted)
+    manifest = json.loads((crafted / "manifest.json").read_text())
+    (crafted / "manifest.json").write_text(json.dumps({**manifest, "state_files": ["../outside.sqlite3"]}))
+    refused = rewards_process("restore", "--from", str(crafted), "--data-dir", str(root / "new"))
+    assert refused.returncode == 1, refused.stdout
+    assert "names state files that are not files of a data dir" in json.loads(refused.stderr)["error"]
+    assert not (root / "outside.sqlite3").exists() and not (root / "new").exists()
 
 
 def test_backup_of_a_folder_without_data_says_so(tmp_path):

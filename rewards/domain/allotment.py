@@ -205,7 +205,7 @@ class Tally:
         counted: str | None = None,
     ):  # fmt: skip
         """`counted`, of units given back: the user's counters ("t", "m") their payouts were counted in when paid
-        (COUNTED_IN); None: those the limits count now (units counted in the same delivery)."""
+        (`counted_in`, kept on the payout row); None: those the limits count now (units counted in this delivery)."""
         self.user, self.side, self.currency = user, side, currency
         self.units, self.times, self.counted = units, {} if times is None else times, counted
 

@@ -47,22 +47,23 @@ async def run_worker(
     paused: asyncio.Lock | None = None,
 ) -> None:
     """`paused`: held by whoever needs the warehouse and the log's read position still for a moment (a backup of the
-    embedded default); the worker writes and commits each poll's deliveries under it."""
+    embedded default); the worker polls, writes and commits under it, so that whoever holds it finds a delivery
+    planned (read, not committed) only when one failed and waits to be tried again."""
     paused = paused or asyncio.Lock()
     log.info("worker started")
     freeze_startup_objects()
     while not stop.is_set():
-        try:
-            deliveries = await source.poll(MAX_DELIVERIES, poll_timeout_s)
-        except Exception:  # the worker never dies of one failure: it would stop every project's payouts
-            FAILURES.inc()
-            log.exception("reading the event log failed; retrying")
-            await asyncio.sleep(RETRY_DELAY_S)
-            continue
         async with paused:
-            written = await _write(deliveries, state, warehouse, window_s)
-            committed = await _commit(source, written)
-        if not committed or len(written) < len(deliveries):
+            try:
+                deliveries = await source.poll(MAX_DELIVERIES, poll_timeout_s)
+            except Exception:  # the worker never dies of one failure: it would stop every project's payouts
+                FAILURES.inc()
+                log.exception("reading the event log failed; retrying")
+                deliveries = None
+            if deliveries is not None:
+                written = await _write(deliveries, state, warehouse, window_s)
+                committed = await _commit(source, written)
+        if deliveries is None or not committed or len(written) < len(deliveries):
             await asyncio.sleep(RETRY_DELAY_S)
     log.info("worker stopped")
 

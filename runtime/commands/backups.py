@@ -13,6 +13,7 @@ from runtime.commands.common import DEFAULT_DATA_DIR, DataDir, emit, fail
 
 app = typer.Typer()
 WAIT_S = 3600  # a backup of the largest data dirs measured takes seconds; an hour means the server is stuck
+TAKEN_WITHIN_S = 30  # the server looks for requests every half second
 
 
 @app.command()
@@ -38,7 +39,10 @@ def backup(
         emit(_ask_the_server(data_dir, out))
         return
     with lock:
-        emit(asyncio.run(_backup_here(data_dir, out)))
+        try:
+            emit(asyncio.run(_backup_here(data_dir, out)))
+        except backups.BackupError as exc:
+            fail(str(exc))
 
 
 async def _backup_here(data_dir: Path, out: Path) -> dict:
@@ -58,29 +62,41 @@ def _ask_the_server(data_dir: Path, out: Path) -> dict:
     from tqdm import tqdm
 
     from runtime import backups
-    from runtime.data_dir import DataDirInUse, lock_data_dir
 
     request = backups.Request.make(data_dir, out)
     expected = sum(backups.folder_bytes(p) if p.is_dir() else p.stat().st_size
                    for p in [data_dir / backups.WAREHOUSE, *backups.state_files(data_dir)])  # fmt: skip
-    deadline = time.monotonic() + WAIT_S
-    with tqdm(total=expected, unit="B", unit_scale=True, disable=None) as bar:
-        while (status := request.status() or {}).get("status") not in ("done", "failed"):
-            if time.monotonic() > deadline:
-                fail(f"the server has not answered in {WAIT_S} s")
-            try:  # a free lock: no server any more
-                lock_data_dir(data_dir).close()
-                fail("`rewards serve` stopped before the backup was written")
-            except DataDirInUse:
-                pass
-            bar.n = min(expected, backups.folder_bytes(backups.partial(out)))
-            bar.refresh()
-            time.sleep(0.2)
-        bar.n = expected
-    request.status_path.unlink(missing_ok=True)
+    asked = time.monotonic()
+    try:
+        with tqdm(total=expected, unit="B", unit_scale=True, disable=None) as bar:
+            while (status := request.status() or {}).get("status") not in ("done", "failed"):
+                _check_the_server(data_dir, request, asked)
+                bar.n = min(expected, backups.folder_bytes(backups.partial(out)))
+                bar.refresh()
+                time.sleep(0.2)
+            bar.n = expected
+    finally:  # answered, failed or interrupted: the request is not left for a later server to find
+        request.path.unlink(missing_ok=True)
+        request.status_path.unlink(missing_ok=True)
     if status["status"] == "failed":
         fail(status["error"])
     return {key: value for key, value in status.items() if key != "status"}
+
+
+def _check_the_server(data_dir: Path, request, asked: float) -> None:
+    from runtime.data_dir import DataDirInUse, lock_data_dir
+
+    waited = time.monotonic() - asked
+    if waited > TAKEN_WITHIN_S and request.path.exists():
+        fail(f"the server running on {data_dir.resolve()} did not take the request in {TAKEN_WITHIN_S} s (a server"
+             " of an older version, or one that cannot read its requests folder: see its log)")  # fmt: skip
+    if waited > WAIT_S:
+        fail(f"the server has not answered in {WAIT_S} s")
+    try:  # a free lock: no server any more
+        lock_data_dir(data_dir).close()
+    except DataDirInUse:
+        return
+    fail("`rewards serve` stopped before the backup was written")
 
 
 @app.command()

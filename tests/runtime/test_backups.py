@@ -2,8 +2,10 @@
 taken while batches keep coming holds every event accepted before it was asked for, each paid once; a restored data
 dir serves the same figures and still knows every dedup id."""
 
+import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -137,10 +139,26 @@ def test_restore_refuses_a_folder_in_use_or_not_a_backup(backed_up):
     shutil.copytree(root / "backup", crafted)
     manifest = json.loads((crafted / "manifest.json").read_text())
     (crafted / "manifest.json").write_text(json.dumps({**manifest, "state_files": ["../outside.sqlite3"]}))
-    refused = rewards_process("restore", "--from", str(crafted), "--data-dir", str(root / "new"))
+    (root / "outside.sqlite3").write_bytes(b"copied out of the data dir")  # what the crafted name would copy
+    refused = rewards_process("restore", "--from", str(crafted), "--data-dir", str(root / "deep" / "new"))
     assert refused.returncode == 1, refused.stdout
     assert "names state files that are not files of a data dir" in json.loads(refused.stderr)["error"]
-    assert not (root / "outside.sqlite3").exists() and not (root / "new").exists()
+    assert not (root / "deep").exists()  # (deep/new/../outside.sqlite3 is outside the data dir)
+
+
+def test_a_delivery_read_and_not_written_is_never_backed_up_half(backed_up):
+    """A delivery's tables are inserted one after the other, and ClickHouse's BACKUP keeps no insert tokens: a copy
+    of a half-written delivery would be written again after a restore. Without a server, such a data dir is refused
+    (a server writes the delivery first; with one, the backup waits for it)."""
+    root = backed_up[0]
+    shutil.copytree(root / "data", root / "planned")
+    with contextlib.closing(sqlite3.connect(root / "planned" / "state.sqlite3")) as db:
+        db.execute("INSERT INTO outbox_plan (id, first_id, last_id) VALUES (1, 1, 1)")
+        db.commit()
+    refused = rewards_process("backup", "--out", str(root / "half"), "--data-dir", str(root / "planned"))
+    assert refused.returncode == 1, refused.stdout
+    assert "a delivery read from the outbox is not written yet" in json.loads(refused.stderr)["error"]
+    assert not (root / "half").exists() and not (root / "half.partial").exists()
 
 
 def test_backup_of_a_folder_without_data_says_so(tmp_path):

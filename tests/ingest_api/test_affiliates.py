@@ -1,16 +1,17 @@
 """API.md §4: affiliate registration and the listing: figures, windows, filters, search, sorting, pages."""
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 
 from rewards.domain.timestamps import now_ms
-from tests.conftest import evm
+from tests.conftest import SERVICE, evm
 from tests.ingest_api.test_referral_codes import create, user
 from tests.query_api.test_payouts import CONFIG, purchase, totals
-from tests.support.harness import eventually
+from tests.support.harness import Api, eventually
 from tests.web.test_auth import error_of
 
 DAY_MS = 86_400_000
@@ -37,7 +38,15 @@ def use_code(api, owner: int, referred: int) -> str:
     return code
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def listed(server, admin) -> Iterator[tuple[Api, dict[int, str]]]:
+    """The scenario, built once per shape for the tests that only read the listing (2 s each when each built its own),
+    in a project of its own; and its codes."""
+    project = admin.project()
+    with Api(server, admin.key(project, SERVICE), project) as api:
+        yield api, scenario(api)
+
+
 def scenario(api) -> dict[int, str]:
     """A refers B, B refers C and F, C refers D. D buys 100 now and 1000 a hundred days ago; F buys 10;
     B buys 5. Rates are those of L1's tier (B and C gold, A base by default):
@@ -100,7 +109,8 @@ def test_register_counts_what_the_user_did_before(api):
     assert body["codes"] == [code] and body["tier"]["id"] == "gold" and body["r1"] == 0.2
 
 
-def test_listing_figures_rates_codes_and_tiers(api, scenario):
+def test_listing_figures_rates_codes_and_tiers(listed):
+    api, codes = listed
     page = listing(api)
     assert (page["page"], page["per_page"], page["total_count"], page["total_pages"]) == (1, 25, 4, 1)
     by_name = {a["name"]: a for a in page["results"]}
@@ -110,11 +120,13 @@ def test_listing_figures_rates_codes_and_tiers(api, scenario):
     assert figures(by_name["Eve"]) == ("0", "0", "0", "0", "0", "0", 0)
     assert by_name["Alice"]["tier"] == {"id": "base", "name": "Base", "rank": 1} and by_name["Alice"]["r1"] == 0.1
     assert by_name["Bob"]["tier"]["id"] == "gold" and (by_name["Bob"]["r1"], by_name["Bob"]["r4"]) == (0.2, 0.02)
-    assert by_name["Alice"]["codes"] == [scenario[A]] and len(by_name["Bob"]["codes"]) == 2
+    assert by_name["Alice"]["codes"] == [codes[A]] and len(by_name["Bob"]["codes"]) == 2
     assert by_name["Eve"]["codes"] == [] and by_name["Carol"]["status"] == "active"
 
 
-def test_windows_count_volumes_and_earnings_of_their_days_only(api, scenario):
+def test_windows_count_volumes_and_earnings_of_their_days_only(listed):
+    api, _ = listed
+
     def by_name(**params) -> dict:
         return {a["name"]: figures(a) for a in listing(api, **params)["results"]}
 
@@ -135,7 +147,8 @@ def test_windows_count_volumes_and_earnings_of_their_days_only(api, scenario):
     assert by_name(dateTo=old_day.isoformat())["Carol"][0] == "1000"
 
 
-def test_filters_or_within_and_across(api, scenario):
+def test_filters_or_within_and_across(listed):
+    api, _ = listed
     assert sorted(names(api, statuses="active")) == ["Alice", "Carol"]
     assert sorted(names(api, statuses="active,pending")) == ["Alice", "Bob", "Carol"]
     assert sorted(names(api, regions="EU")) == ["Alice", "Eve"]
@@ -148,10 +161,11 @@ def test_filters_or_within_and_across(api, scenario):
     assert sorted(names(api, statuses="")) == ["Alice", "Bob", "Carol", "Eve"]  # an empty filter filters nothing
 
 
-def test_search_name_identifier_or_code_case_insensitive(api, scenario):
+def test_search_name_identifier_or_code_case_insensitive(listed):
+    api, codes = listed
     assert names(api, query="ALI") == ["Alice"]
     assert names(api, query=evm(E).upper().replace("0X", "0x")) == ["Eve"]
-    assert names(api, query=scenario[C].lower()) == ["Carol"]
+    assert names(api, query=codes[C].lower()) == ["Carol"]
     assert names(api, query="nobody") == []
 
 
@@ -173,11 +187,13 @@ def test_search_name_identifier_or_code_case_insensitive(api, scenario):
         ("name", "desc", ["Eve", "Carol", "Bob", "Alice"]),
     ],
 )
-def test_sort_keys(api, scenario, sort_by, sort_order, expected):
+def test_sort_keys(listed, sort_by, sort_order, expected):
+    api, _ = listed
     assert names(api, sort_by=sort_by, sort_order=sort_order) == expected
 
 
-def test_default_sort_is_total_volume_desc_and_pages(api, scenario):
+def test_default_sort_is_total_volume_desc_and_pages(listed):
+    api, _ = listed
     assert names(api) == ["Alice", "Bob", "Carol", "Eve"]
     page = listing(api, per_page=10, page=2)
     assert (page["results"], page["total_count"], page["total_pages"], page["per_page"]) == ([], 4, 1, 10)

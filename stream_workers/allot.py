@@ -54,9 +54,10 @@ async def allot(
         if tallies:
             limits = projects[project_id].limits
             await state.give_back(project_id, f"{token}:given_back", limits, list(tallies.values()))
-    for project_id, pending in writes.capped.items():
-        if pending.tallies:
-            await _allot_project(writes, project_id, pending, projects[project_id].limits, state, warehouse, token)
+    capped = {project_id: projects[project_id].limits for project_id, pend in writes.capped.items() if pend.tallies}
+    for project_id, limits in capped.items():
+        await _allot_project(writes, project_id, writes.capped[project_id], limits, state, warehouse, token)
+    _mark_counted(writes, capped)
     writes.capped.clear()
     writes.given_back.clear()
     for project_id, parts in writes.take_backs.items():
@@ -105,11 +106,10 @@ async def _allot_project(
         verdicts += await ask(f"{token}:{n}", lambda t, s, c=chunk: state.allot_tallies(project_id, t, limits, c, s))
     left = {key: verdict for key, verdict in zip(pending.tallies, verdicts, strict=True) if verdict != WHOLE}
     if not left:  # the common case: the rows written as if paid whole stand
-        _mark_counted(writes, project_id, limits)
         return
     cuts: dict[int, tuple[Decimal, Rejection]] = {}  # by place in the delivery's payout rows
     asks, places = [], []  # the payouts to decide one by one, in order, and their places
-    for place, row, key, units in _governed_rows(writes, project_id, limits):
+    for place, row, key, units in _governed_rows(writes, {project_id: limits}):
         if (verdict := left.get(key)) == EXHAUSTED:
             cuts[place] = _NOTHING
         elif verdict == ONE_BY_ONE:
@@ -122,21 +122,21 @@ async def _allot_project(
             if granted.rejection is not None:
                 cuts[place] = (from_units(granted.units, asked.currency), granted.rejection)
     writes.cut_payouts(project_id, cuts)
-    _mark_counted(writes, project_id, limits)
 
 
-def _mark_counted(writes: Writes, project_id: str, limits: Limits) -> None:
-    """Each paid row granted here keeps the user's counters it was counted in (`capped_in`), for a reversal to give
-    back to those only (rewards.domain.allotment.given_back)."""
-    for _, row, (_, side, currency), _ in _governed_rows(writes, project_id, limits):
-        row["capped_in"] = counted_in(limits, currency, side)
+def _mark_counted(writes: Writes, limits_of: dict[str, Limits]) -> None:
+    """Each paid row granted (once every project's cuts are made: a cut's rejected rest is a copy of its row) keeps
+    the user's counters it was counted in (`capped_in`), for a reversal to give back to those only
+    (rewards.domain.allotment.given_back). One pass over the delivery's rows for all its projects."""
+    for _, row, (_, side, currency), _ in _governed_rows(writes, limits_of):
+        row["capped_in"] = counted_in(limits_of[row["project_id"]], currency, side)
 
 
-def _governed_rows(writes: Writes, project_id: str, limits: Limits):
-    """The project's paid rows that a cap or budget governs, in order: (place, row, tally key, units). As
+def _governed_rows(writes: Writes, limits_of: dict[str, Limits]):
+    """The paid rows of these projects that a cap or budget governs, in order: (place, row, tally key, units). As
     capped.Pending.tally counts them, read back from the rows."""
     for place, row in enumerate(writes.rows["payouts"]):
-        if row["project_id"] != project_id or row["amount"] == "0" or row.get("reversal"):
+        if (limits := limits_of.get(row["project_id"])) is None or row["amount"] == "0" or row.get("reversal"):
             continue  # (a reversing movement is given back, not granted: stream_workers/handlers/payout_decision.py)
         if (key := row_key(row, limits)) is not None:
             yield place, row, key, to_units(Decimal(row["amount"]), key[2])

@@ -2,7 +2,9 @@
 on both stores; past Redis's hot window the warehouse's `dedup_ids` answers until the window ends."""
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -147,6 +149,19 @@ async def test_redis_keys_carry_their_windows(redis_url):  # noqa: F811
         await store.close()
 
 
+@contextlib.asynccontextmanager
+async def redis_store(url: str, **options) -> AsyncIterator[tuple]:
+    """A Redis state store on a client of its own, and the client (to read the keys it writes); the client closed
+    after (not the store: it would close its archive, the module's warehouse)."""
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(url, decode_responses=True)
+    try:
+        yield RedisStateStore(client, **options), client
+    finally:
+        await client.aclose()
+
+
 class _NoArchive:
     async def known_among(self, project_id, dedup_ids, window_s):
         return {}
@@ -190,12 +205,8 @@ async def test_one_lookup_of_several_projects_answers_each_its_own(chdb_archive)
 
 
 async def test_past_the_hot_window_the_warehouse_answers(redis_url, chdb_archive):  # noqa: F811
-    import redis.asyncio as aredis
-
-    client = aredis.Redis.from_url(redis_url, decode_responses=True)
     archive = WarehouseDedupArchive(chdb_archive)
-    store = RedisStateStore(client, dedup_window_s=1.5, hot_window_s=0.2, archive=archive)
-    try:
+    async with redis_store(redis_url, dedup_window_s=1.5, hot_window_s=0.2, archive=archive) as (store, client):
         pid = await store.create_project("hot")
         k = ProjectKeys(pid)
         assert (await ingest(store, pid, *batch("h-1", "h-2"))).fresh == [0, 1]
@@ -210,16 +221,12 @@ async def test_past_the_hot_window_the_warehouse_answers(redis_url, chdb_archive
         await asyncio.sleep(1.5)  # past the window: new again, everywhere
         assert await store.event_status(pid, "h-1") is None
         assert (await ingest(store, pid, *batch("h-1", "h-2"))).fresh == [0, 1]
-    finally:
-        await client.aclose()
 
 
 async def test_failed_ids_stay_known_through_the_warehouse(redis_url, chdb_archive):  # noqa: F811
-    import redis.asyncio as aredis
-
-    client = aredis.Redis.from_url(redis_url, decode_responses=True)
-    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive))
-    try:
+    async with redis_store(
+        redis_url, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive)
+    ) as (store, _):
         pid = await store.create_project("failed")
         await ingest(store, pid, *batch("x-1"))
         await _written(chdb_archive, pid, ["x-1"], f"{pid}-dl", failed=True)
@@ -227,18 +234,14 @@ async def test_failed_ids_stay_known_through_the_warehouse(redis_url, chdb_archi
         await asyncio.sleep(0.3)
         assert await store.event_status(pid, "x-1") == "failed"
         assert (await ingest(store, pid, *batch("x-1"))).fresh == []
-    finally:
-        await client.aclose()
 
 
 async def test_an_event_set_aside_then_replayed_reads_processed_past_the_hot_window(redis_url, chdb_archive):  # noqa: F811
     """A conversion set aside, then replayed from the dead letters and written (rewards.domain.dead_letters): its
     failed row is followed by a processed one, and the latest tells."""
-    import redis.asyncio as aredis
-
-    client = aredis.Redis.from_url(redis_url, decode_responses=True)
-    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive))
-    try:
+    async with redis_store(
+        redis_url, dedup_window_s=60, hot_window_s=0.2, archive=WarehouseDedupArchive(chdb_archive)
+    ) as (store, _):
         pid = await store.create_project("replayed")
         await ingest(store, pid, *batch("r-1"))
         await _written(chdb_archive, pid, ["r-1"], f"{pid}-dl", failed=True)
@@ -247,32 +250,20 @@ async def test_an_event_set_aside_then_replayed_reads_processed_past_the_hot_win
         await asyncio.sleep(0.3)  # past the hot window: the warehouse answers
         assert await store.event_status(pid, "r-1") == "processed"
         assert (await ingest(store, pid, *batch("r-1"))).fresh == []
-    finally:
-        await client.aclose()
 
 
 async def test_an_archive_that_does_not_answer_refuses_the_batch(redis_url):  # noqa: F811
-    import redis.asyncio as aredis
-
-    client = aredis.Redis.from_url(redis_url, decode_responses=True)
-    store = RedisStateStore(client, dedup_window_s=60, hot_window_s=1, archive=_DownArchive())
-    try:
+    async with redis_store(redis_url, dedup_window_s=60, hot_window_s=1, archive=_DownArchive()) as (store, client):
         pid = await store.create_project("down")
         with pytest.raises(ArchiveUnavailable) as refused:  # answered 503 with Retry-After, nothing changed
             await ingest(store, pid, *batch("d-1"), ("key", "hash"))
         assert not isinstance(refused.value, LogUnavailable)  # the warehouse's outage, not the log's
         assert "dedup archive" in refused.value.answer and "dedup archive" in refused.value.log_line
         assert await client.exists(ProjectKeys(pid).dedup("d-1"), ProjectKeys(pid).idempotency("key")) == 0
-    finally:
-        await client.aclose()
 
 
 async def test_keys_from_before_the_windows_get_one(redis_url):  # noqa: F811
-    import redis.asyncio as aredis
-
-    client = aredis.Redis.from_url(redis_url, decode_responses=True)
-    store = RedisStateStore(client, dedup_window_s=3600, hot_window_s=60, archive=_NoArchive())
-    try:
+    async with redis_store(redis_url, dedup_window_s=3600, hot_window_s=60, archive=_NoArchive()) as (store, client):
         pid = await store.create_project("legacy")
         k = ProjectKeys(pid)
         await client.set(k.dedup("old-1"), "processed")
@@ -284,8 +275,6 @@ async def test_keys_from_before_the_windows_get_one(redis_url):  # noqa: F811
         assert 60_000 < await client.pttl(k.dedup("old-2")) <= 3_600_000
         assert 60_000 < await client.pttl(k.user_events(batch("old-1")[1][0][0])) <= 3_600_000
         assert 0 < await client.pttl(k.dedup("new")) <= 5_000  # a key with a TTL keeps it
-    finally:
-        await client.aclose()
 
 
 def test_the_cli_bounds_them_with_a_progress_bar(redis_url):  # noqa: F811

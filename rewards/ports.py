@@ -2,7 +2,7 @@
 
 - StateStore: Redis's role (keys, configuration, referral codes and graph, dedup, idempotency), the union of
   one small port per aggregate: ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore,
-  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore, ApprovalStore, WebhookStore.
+  TrackingStore, IntegrityStore, AllotmentStore, ReversalStore, ApprovalStore, WebhookStore, ErasureStore.
   A caller that needs one aggregate takes its port; tests/contract/ holds the contract of each.
 - EventLog / EventSource: Kafka's role (the durable log between the ingest edge and the workers).
 - Warehouse: ClickHouse's role (conversions, payouts and the materialized views read by queries).
@@ -33,6 +33,7 @@ from rewards.domain.affiliates import Affiliate, Figures
 from rewards.domain.allotment import Ask, Grant, Limits, Tally
 from rewards.domain.claim_checks import ClaimCheck
 from rewards.domain.claim_signing import StoredSigner
+from rewards.domain.erasure import Erasure
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
 from rewards.domain.referrals import CodeRecord, CodeStats
@@ -462,6 +463,46 @@ class WebhookSender(Protocol):
         """Its kept connections closed."""
 
 
+class ErasureStore(Protocol):
+    """Erasures (API.md §11): the requests, and the state store's half of carrying one out (the warehouse's is
+    rewards.adapters.warehouse_erasure; stream_workers.erasures runs both with the writers held)."""
+
+    async def request_erasure(self, project_id: str, user: User) -> str:
+        """Record a request to erase `user` (its pseudonym made from the project's salt, made on first use); its id.
+        A user already pending erasure gets the pending request's id."""
+
+    async def erasure_status(self, project_id: str, erasure_id: str) -> str | None:
+        """`pending` or `done`; None if the project has no such erasure (or it finished more than 35 days ago)."""
+
+    async def pending_erasures(self, limit: int) -> list[Erasure]:
+        """Up to `limit` pending erasures of every project, the oldest first."""
+
+    async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
+        """Every user of `renames` renamed to its pseudonym wherever the store holds it (keys, values and the
+        documents it keeps), in one atomic change; a pseudonym already held (a user erased before, back since) takes
+        the renamed user's data beside its own."""
+
+    async def finish_erasures(self, erasures: Sequence[Erasure]) -> None:
+        """Mark them done, forgetting the identifiers they held; drop those done more than 35 days ago."""
+
+
+class WriterHold(Protocol):
+    """Holding the warehouse's writers of every process still (the production shape's; the embedded default holds
+    its one worker with a lock): rewards.adapters.production.writer_hold."""
+
+    def writing(self) -> AbstractAsyncContextManager:
+        """A writer's lease for one write: waits while the writers are held."""
+
+    def held(self) -> AbstractAsyncContextManager:
+        """Every writer still until the block ends (WritersHeldElsewhere: another holder has them)."""
+
+    async def close(self) -> None: ...
+
+
+class WritersHeldElsewhere(Exception):
+    """Another process holds the warehouse's writers still (its erasure runs): try again later."""
+
+
 class StateStore(
     ProjectStore,
     AffiliateStore,
@@ -475,6 +516,7 @@ class StateStore(
     ApprovalStore,
     WebhookStore,
     WebhookQueue,
+    ErasureStore,
     Protocol,
 ):
     """Every aggregate of Redis's role, in one engine: what each adapter implements."""

@@ -21,6 +21,7 @@ from runtime.backups import serve_requests
 from runtime.data_dir import lock_data_dir
 from runtime.wiring import claim_expiry_sweeps, embedded_dispatcher, open_embedded, stop
 from stream_workers.app import running_worker
+from stream_workers.erasures import run_erasures
 from stream_workers.webhooks.dispatcher import running_dispatcher
 
 log = structlog.get_logger(__name__)
@@ -31,8 +32,8 @@ def embedded_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI):
         backends = await open_embedded(settings)
         app.state.backends = backends
-        paused = asyncio.Lock()  # held by a backup: the worker's writes wait (runtime.backups)
-        sweeps = backups = None
+        paused = asyncio.Lock()  # held by a backup or an erasure: the worker's writes wait
+        sweeps = backups = erasures = None
         try:
             async with (
                 running_worker(backends.source, backends.state, backends.warehouse, settings, paused),
@@ -40,11 +41,16 @@ def embedded_app(settings: Settings) -> FastAPI:
             ):
                 sweeps = claim_expiry_sweeps(backends)
                 backups = asyncio.create_task(serve_requests(backends.warehouse, settings.data_dir, paused))
+                erasures = asyncio.create_task(
+                    run_erasures(backends.state, backends.warehouse, lambda: paused, asyncio.Event())
+                )
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield
+                await stop(erasures)
                 await stop(backups)
                 await stop(sweeps)
         finally:
+            await stop(erasures)
             await stop(backups)
             await stop(sweeps)
             await backends.close()

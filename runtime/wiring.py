@@ -12,6 +12,7 @@ A new adapter of a port is its module plus one branch of the opener of that port
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,10 +259,36 @@ async def open_worker_resources(settings: Settings, options: "WorkerOptions") ->
     try:
         resources.log_id = await kafka_cluster_id(settings.kafka_bootstrap_servers)
         resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
+        if options.state != "sqlite":  # erasures hold the writers of every worker process through Redis
+            from rewards.adapters.production.writer_hold import RedisWriterHold
+
+            resources.hold = RedisWriterHold(state.redis)
+            resources.caught_up = _log_written(settings)
     except BaseException:
         await resources.close()
         raise
     return resources
+
+
+ERASURE_WAIT_S = 600.0  # an erasure round waits this long at most for the workers to write what the log holds
+
+
+def _log_written(settings: Settings) -> Callable[[], Awaitable[None]]:
+    """What an erasure round waits for first: every record on the event log when it starts written by the workers
+    (so none of them writes an erased identifier after the round)."""
+    from rewards.adapters.production.kafka_lag import KafkaLag
+
+    async def caught_up() -> None:
+        lag = await KafkaLag.start(settings.kafka_bootstrap_servers, settings.worker_group_id)
+        try:
+            ends = await lag.ends()
+            async with asyncio.timeout(ERASURE_WAIT_S):
+                while not await lag.written_up_to(ends):
+                    await asyncio.sleep(0.5)
+        finally:
+            await lag.close()
+
+    return caught_up
 
 
 async def kafka_cluster_id(bootstrap_servers: str) -> str:

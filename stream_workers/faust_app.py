@@ -31,6 +31,7 @@ gets its partitions in about a second; a dead one's move after `session_timeout_
 """
 
 import asyncio
+import contextlib
 import itertools
 import os
 import tempfile
@@ -47,10 +48,11 @@ from faust.types import TP
 from prometheus_client import Counter, Gauge
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse
+from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse, WriterHold
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
+from stream_workers.erasures import run_erasures
 from stream_workers.handlers.base import Waiting
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
@@ -101,9 +103,12 @@ class Resources:
     dead_letters: DeadLetterLog | None = None
     window_s: float = DEFAULT_WINDOW_S  # the dedup window (REWARDS_DEDUP_WINDOW)
     log_id: str = ""  # the Kafka cluster's id: delivery tokens and plans count offsets of this cluster
+    # Every delivery's write takes a lease of it; an erasure holds them all still (stream_workers.erasures).
+    hold: WriterHold | None = None
+    caught_up: Callable[[], Awaitable[None]] | None = None  # returns once what the log holds now is written
 
     async def close(self) -> None:
-        for resource in (self.dead_letters, self.plans, self.warehouse, self.state):
+        for resource in (self.dead_letters, self.plans, self.warehouse, self.state, self.hold):
             if resource is None:
                 continue
             try:
@@ -190,15 +195,28 @@ def build_app(
         planner = Planner(resources.plans, settings.worker_batch_size, resources.log_id)
         pipeline = Pipeline(app, resources, planner, options)
         pipeline.max_queued = settings.worker_batch_size
+        erasing = _erasing(resources)
         freeze_startup_objects()
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)
         finally:
+            if erasing is not None:
+                erasing.cancel()
+                await asyncio.gather(erasing, return_exceptions=True)
             await pipeline.stop()
             await resources.close()
 
     return app
+
+
+def _erasing(resources: Resources) -> asyncio.Task | None:
+    """Every worker process runs the erasure rounds; one at a time holds the writers (the others find it held)."""
+    if resources.hold is None:
+        return None
+    return asyncio.create_task(
+        run_erasures(resources.state, resources.warehouse, resources.hold.held, asyncio.Event(), resources.caught_up)
+    )
 
 
 class Pipeline:
@@ -274,11 +292,12 @@ class Pipeline:
         holding a turn of `_writing`, given back while the delivery waits."""
 
         async def write():
-            with LATENCY.time():
-                resources = self._resources
-                return await process_delivery(
-                    batch.delivery, resources.state, resources.warehouse, resources.dead_letters, resources.window_s
-                )
+            resources = self._resources
+            async with resources.hold.writing() if resources.hold is not None else contextlib.nullcontext():
+                with LATENCY.time():
+                    return await process_delivery(
+                        batch.delivery, resources.state, resources.warehouse, resources.dead_letters, resources.window_s
+                    )
 
         waiting = _Wait(batch, self._app.consumer)
         try:

@@ -26,6 +26,7 @@ DEFAULT_LIMITS = {
     "claim_forms": "100/minute",  # POST /claim-checks/claim: signs up to 1,000 forms (ours: not in API.md §0)
     "claimable_rewards": "60/minute",  # GET /claimable-rewards, per client address (API.md §9: no key)
     "dead_letters_replay": "60/minute",  # POST /dead-letters/replay: a slice of 1,000 a call (ours)
+    "erasures": "60/minute",  # POST /users/erasures (ours: not in API.md §0)
     "exports": "10/minute",  # GET /exports/*: each reads a window of rows whole (ours: not in API.md §0)
 }
 

@@ -31,7 +31,7 @@ WRITES = {
     ("put", "/projects/blocklist/{user_identifier}"), ("post", "/events/reversals"),
     ("post", "/payouts/pending-acceptance/accept"), ("post", "/payouts/pending-approval/approve"),
     ("post", "/payouts/pending-approval/reject"), ("post", "/webhooks"), ("patch", "/webhooks/{endpoint_id}"),
-    ("post", "/dead-letters/replay"),
+    ("post", "/dead-letters/replay"), ("post", "/users/erasures"),
 }  # fmt: skip
 SCOPED = {
     ("post", "/events/batch"), ("post", "/events"), ("post", "/referral_codes"), ("get", "/referral_codes"),
@@ -48,7 +48,8 @@ SCOPED = {
     ("patch", "/webhooks/{endpoint_id}"),
     ("delete", "/webhooks/{endpoint_id}"), ("post", "/webhooks/{endpoint_id}/rotate-secret"),
     ("post", "/webhooks/{endpoint_id}/test"), ("get", "/webhooks/{endpoint_id}/deliveries"),
-    ("post", "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver"),
+    ("post", "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver"), ("post", "/users/erasures"),
+    ("get", "/users/erasures/{erasure_id}"),
 }  # fmt: skip
 # answered without a key, limited per client address (API.md §9)
 PUBLIC = {("get", "/claimable-rewards")}
@@ -58,6 +59,7 @@ LIMITED = {
     ("post", "/events/batch"), ("post", "/events"), ("get", "/payouts/summary"), ("post", "/referral_codes"),
     ("get", "/claim-checks/claim-history"), ("post", "/claim-checks/claim"), ("post", "/events/reversals"),
     ("get", "/exports/payouts"), ("get", "/exports/conversions"), ("post", "/dead-letters/replay"),
+    ("post", "/users/erasures"),
 }  # fmt: skip
 # Answered as files (API.md §11's exports): text formats with an example each, Parquet as binary.
 FILES = {

@@ -144,6 +144,14 @@ CREATE TABLE IF NOT EXISTS webhook_queued (
 -- Since when every attempt of a webhook endpoint failed (none: its last attempt succeeded); 5 days disable it.
 CREATE TABLE IF NOT EXISTS webhook_failing (
     endpoint_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, since_ms INTEGER NOT NULL);
+-- Erasures (API.md §11): each project's salt of its pseudonyms (rewards.domain.erasure), and the requests: the user
+-- while pending (user_id NULL once done), its pseudonym; a finished one kept 35 days for its status.
+CREATE TABLE IF NOT EXISTS erasure_salts (project_id TEXT PRIMARY KEY, salt BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS erasures (
+    project_id TEXT NOT NULL, id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT, pseudonym TEXT NOT NULL,
+    requested_ms INTEGER NOT NULL, done_ms INTEGER, PRIMARY KEY (project_id, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS erasures_pending ON erasures (requested_ms) WHERE done_ms IS NULL;
+CREATE INDEX IF NOT EXISTS erasures_done ON erasures (done_ms) WHERE done_ms IS NOT NULL;
 """
 
 # Columns added to tables of earlier installs, and the indexes the expiry sweeps use (created after them).

@@ -6,6 +6,7 @@ from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateSto
 from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
 from rewards.adapters.embedded.sqlite_state.approvals import SqliteApprovalStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
+from rewards.adapters.embedded.sqlite_state.erasures import SqliteErasureStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
 from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
@@ -31,6 +32,7 @@ class SqliteStateStore(
     SqliteApprovalStore,
     SqliteWebhookStore,
     SqliteWebhookQueue,
+    SqliteErasureStore,
 ):
     """The reference adapter of rewards.ports.StateStore, so of each of its ports (ProjectStore, …, WebhookStore,
     WebhookQueue), each a class of this package, sharing one database. Its constructor is SqliteIngestStore's (the one

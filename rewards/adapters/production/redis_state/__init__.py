@@ -22,6 +22,7 @@ from rewards.adapters.production.redis_state.allotment import RedisAllotmentStor
 from rewards.adapters.production.redis_state.approvals import RedisApprovalStore
 from rewards.adapters.production.redis_state.base import StateChanging
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
+from rewards.adapters.production.redis_state.erasures import RedisErasureStore
 from rewards.adapters.production.redis_state.ingest import BatchInFlight, RedisIngestStore
 from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
 from rewards.adapters.production.redis_state.projects import RedisProjectStore
@@ -49,10 +50,11 @@ class RedisStateStore(
     RedisApprovalStore,
     RedisWebhookStore,
     RedisWebhookQueue,
+    RedisErasureStore,
 ):
     """The production adapter of rewards.ports.StateStore, so of each of its ports: ProjectStore, AffiliateStore,
     ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore, AllotmentStore, ReversalStore,
-    ApprovalStore, WebhookStore and WebhookQueue, each a class of this package, sharing one client.
+    ApprovalStore, WebhookStore, WebhookQueue and ErasureStore, each a class of this package, sharing one client.
     Its constructor is RedisIngestStore's (the one port with settings: the dedup windows and archive)."""
 
 

@@ -155,6 +155,11 @@ class RedisStateBase:
         except Exception:  # the relay publishes it again once due: a repeat, dropped downstream
             log.warning("outbox_entry_not_deleted", project_id=k.project_id, entry=entry.id, exc_info=True)
 
+    @property
+    def redis(self) -> RedisClient:
+        """The store's client (shared by what keeps state beside it: rewards.adapters.production.writer_hold)."""
+        return self._redis
+
     async def ping(self) -> None:
         await self._redis.ping()
 

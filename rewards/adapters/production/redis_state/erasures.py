@@ -1,0 +1,285 @@
+"""ErasureStore on Redis: the requests in a slot of their own (`{erasures}`), and a project's keys rewritten.
+
+The requests: `rw:{erasures}:requests` (hash `<project><US><id>` → JSON {type, identifier (null once done),
+pseudonym, requested_ms, done_ms}), `rw:{erasures}:pending` (zset of the pending ones → requested_ms),
+`rw:{erasures}:by_user` (hash `<project><US><type>:<identifier>` → the pending request's id), `rw:{erasures}:done`
+(zset → done_ms: swept 35 days on); each project's salt in `rw:{p}:erasure_salt`. A change of them is one script.
+
+Erasing walks the project's keys once (SCAN `rw:{p}:*`), whatever the number of users in the batch, and rewrites, each
+atomically by a compare-and-set script (the value must still be what was read, else it is read again): key names
+ending in a user (`owner_codes:`, `user_events:`, `track_ids:`, `al:hist:…|<user>`, `debt:…|<user>`) renamed, merged
+into the pseudonym's if it has one; hash fields and sorted-set members that are a user (affiliates, referrals,
+blocklist, caps' counters, …) renamed; every JSON value (claim checks, held payouts, code uses, webhook deliveries,
+stored answers, outbox records) with the identifiers replaced (rewards.domain.erasure.rewrite_document). Unlike the
+SQLite adapter's one transaction, a reader may see part of it for the pass's moment; the workers are held meanwhile
+(stream_workers.erasures), and each key is whole at every moment.
+"""
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from rewards.adapters.production.redis_keys import PREFIX, ProjectKeys
+from rewards.adapters.production.redis_state.base import RedisStateBase
+from rewards.domain import erasure
+from rewards.domain.erasure import Erasure
+from rewards.domain.payouts import User
+from rewards.domain.timestamps import now_ms
+
+_SLOT = "{erasures}"
+_US = "\x1f"
+_SCAN_COUNT = 1000
+_ATTEMPTS = 20
+# Keys named after a user: the name's tail is `<user>` (after the prefix) or `…|<user>`.
+_USER_NAMED = ("owner_codes:", "user_events:", "track_ids:", "al:hist:", "debt:")
+# Keys that never name a user (dedup marks, filters, configuration, indexes by id or time): not read.
+_NEVER_NAMED = {
+    "af",
+    "config",
+    "project",
+    "code_seq",
+    "claim_signer",
+    "webhooks",
+    "outbox",
+    "al:deliveries_at",
+    "al:released",
+    "al:paid",
+    "debt_calls_at",
+    "wh_failing",
+    "wh_version",
+    "erasure_salt",
+    "code_names",
+}
+_NEVER_PREFIXED = ("dedup:", "af:", "track_repeat:", "reversal:", "reversal_written:", "wh_due:", "wh_log:", "wh_done:")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+_REQUEST = """
+-- KEYS: requests, pending, by_user. ARGV: member (<project><US><id>), by_user field, the request (JSON), now.
+local pending = redis.call('HGET', KEYS[3], ARGV[2])
+if pending then return pending end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
+return ARGV[1]
+"""
+_FINISH = """
+-- KEYS: requests, pending, by_user, done. ARGV: now, kept (ms), then per request: member, by_user field.
+for i = 3, #ARGV, 2 do
+  local stored = redis.call('HGET', KEYS[1], ARGV[i])
+  if stored then
+    local request = cjson.decode(stored)
+    request['identifier'] = cjson.null
+    request['done_ms'] = tonumber(ARGV[1])
+    redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(request))
+  end
+  redis.call('ZREM', KEYS[2], ARGV[i])
+  redis.call('HDEL', KEYS[3], ARGV[i + 1])
+  redis.call('ZADD', KEYS[4], ARGV[1], ARGV[i])
+end
+local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]), 'LIMIT', 0, 256)
+for _, member in ipairs(old) do redis.call('HDEL', KEYS[1], member); redis.call('ZREM', KEYS[4], member) end
+return #old
+"""
+# Compare-and-set of one key's part. ARGV[1]: the kind. KEYS[1]: the key (KEYS[2]: a renamed key's new name).
+_SWAP = """
+local kind = ARGV[1]
+if kind == 'string' then
+  if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+  redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+elseif kind == 'field' then
+  -- ARGV: old field, old value, new field, new value, merge ('add': the new field's number plus this one's)
+  if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
+  local theirs = redis.call('HGET', KEYS[1], ARGV[4])
+  if ARGV[2] ~= ARGV[4] then redis.call('HDEL', KEYS[1], ARGV[2]) end
+  if theirs and ARGV[2] ~= ARGV[4] then
+    if ARGV[6] == 'add' then return {'add', theirs} end
+    return 1
+  end
+  redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
+elseif kind == 'member' then
+  -- ARGV: old member, new member
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
+  if not score then return 0 end
+  redis.call('ZREM', KEYS[1], ARGV[2])
+  redis.call('ZADD', KEYS[1], 'NX', score, ARGV[3])
+elseif kind == 'item' then
+  -- ARGV: index, old item, new item
+  if redis.call('LINDEX', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
+  redis.call('LSET', KEYS[1], ARGV[2], ARGV[4])
+elseif kind == 'rename' then
+  -- a key named after a user: renamed, or merged into the pseudonym's (sets and sorted sets) when it has one
+  local kind_of = redis.call('TYPE', KEYS[1])['ok']
+  if kind_of == 'none' then return 1 end
+  if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2]); return 1 end
+  if kind_of == 'zset' then redis.call('ZUNIONSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'AGGREGATE', 'MAX')
+  elseif kind_of == 'set' then redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1])
+  elseif kind_of == 'string' then return {'add', redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
+  end
+  redis.call('DEL', KEYS[1])
+end
+return 1
+"""
+
+
+def _slot_key(name: str) -> str:
+    return f"{PREFIX}:{_SLOT}:{name}"
+
+
+class RedisErasureStore(RedisStateBase):
+    """The production adapter of rewards.ports.ErasureStore."""
+
+    def _erasure_scripts(self):
+        scripts = getattr(self, "_erasure_script_cache", None)
+        if scripts is None:
+            register = self._redis.register_script
+            scripts = self._erasure_script_cache = (register(_REQUEST), register(_FINISH), register(_SWAP))
+        return scripts
+
+    async def request_erasure(self, project_id: str, user: User) -> str:
+        salt_key = ProjectKeys(project_id)._key("erasure_salt")
+        await self._redis.set(salt_key, erasure.new_salt().hex(), nx=True)
+        salt = bytes.fromhex(_text(await self._redis.get(salt_key)))
+        erasure_id = erasure.new_erasure_id()
+        request = {
+            "type": user.identifier_type, "identifier": user.identifier,
+            "pseudonym": erasure.pseudonym(salt, user).identifier, "requested_ms": now_ms(), "done_ms": None,
+        }  # fmt: skip
+        keys = [_slot_key("requests"), _slot_key("pending"), _slot_key("by_user")]
+        args = [project_id + _US + erasure_id, _by_user(project_id, user), json.dumps(request), request["requested_ms"]]
+        member = await self._erasure_scripts()[0](keys=keys, args=args)
+        return (member.decode() if isinstance(member, bytes) else member).split(_US, 1)[1]
+
+    async def erasure_status(self, project_id: str, erasure_id: str) -> str | None:
+        stored = await self._redis.hget(_slot_key("requests"), project_id + _US + erasure_id)
+        if stored is None:
+            return None
+        return "pending" if json.loads(stored)["done_ms"] is None else "done"
+
+    async def pending_erasures(self, limit: int) -> list[Erasure]:
+        members = await self._redis.zrange(_slot_key("pending"), 0, limit - 1)
+        if not members:
+            return []
+        stored = await self._redis.hmget(_slot_key("requests"), members)
+        found = []
+        for member, text in zip(members, stored, strict=True):
+            if text is None:
+                continue
+            project_id, erasure_id = (member.decode() if isinstance(member, bytes) else member).split(_US, 1)
+            r = json.loads(text)
+            user = User(r["identifier"], r["type"])
+            found.append(Erasure(project_id, erasure_id, user, User(r["pseudonym"], r["type"]), r["requested_ms"]))
+        return found
+
+    async def finish_erasures(self, erasures: Sequence[Erasure]) -> None:
+        keys = [_slot_key("requests"), _slot_key("pending"), _slot_key("by_user"), _slot_key("done")]
+        args: list = [now_ms(), erasure.DONE_KEPT_MS]
+        for e in erasures:
+            args += [e.project_id + _US + e.id, _by_user(e.project_id, e.user)]
+        await self._erasure_scripts()[1](keys=keys, args=args)
+
+    async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
+        texts = erasure.document_renames(renames)
+        prefix = ProjectKeys(project_id)._key("")
+        async for name in self._redis.scan_iter(match=_glob(prefix) + "*", count=_SCAN_COUNT):
+            key = name.decode() if isinstance(name, bytes) else name
+            tail = key[len(prefix) :]
+            if tail.startswith(_USER_NAMED):
+                await self._rename_key(prefix, key, tail, texts)
+            elif tail not in _NEVER_NAMED and not tail.startswith(_NEVER_PREFIXED):
+                await self._rewrite_key(key, texts)
+
+    async def _rename_key(self, prefix: str, key: str, tail: str, texts: Mapping[str, str]) -> None:
+        renamed = _renamed_tail(tail, texts)
+        if renamed is None:
+            return
+        answer = await self._erasure_scripts()[2](keys=[key, prefix + renamed], args=["rename"])
+        if isinstance(answer, list):  # two counters of units (debts): their sum under the pseudonym
+            total = int(answer[1]) + int(answer[2])
+            await self._redis.set(prefix + renamed, str(total), keepttl=True)
+            await self._redis.delete(key)
+
+    async def _rewrite_key(self, key: str, texts: Mapping[str, str]) -> None:
+        kind = _text(await self._redis.type(key))
+        if kind == "string":
+            await self._swap_until_done(key, texts, self._rewrite_string)
+        elif kind == "hash":
+            async for field, value in self._redis.hscan_iter(key, count=_SCAN_COUNT):
+                await self._rewrite_field(key, _text(field), _text(value), texts)
+        elif kind == "zset":
+            async for member, _ in self._redis.zscan_iter(key, count=_SCAN_COUNT):
+                new = _renamed_text(_text(member), texts)
+                if new is not None:
+                    await self._erasure_scripts()[2](keys=[key], args=["member", _text(member), new])
+        elif kind == "list":
+            for index, item in enumerate(await self._redis.lrange(key, 0, -1)):
+                new = _renamed_text(_text(item), texts)
+                if new is not None:
+                    await self._erasure_scripts()[2](keys=[key], args=["item", index, _text(item), new])
+
+    async def _swap_until_done(self, key: str, texts: Mapping[str, str], rewrite) -> None:
+        for _ in range(_ATTEMPTS):
+            if await rewrite(key, texts):
+                return
+        raise RuntimeError(f"erasure: {key} kept changing")
+
+    async def _rewrite_string(self, key: str, texts: Mapping[str, str]) -> bool:
+        value = await self._redis.get(key)
+        if value is None:
+            return True
+        new = _renamed_text(_text(value), texts)
+        if new is None:
+            return True
+        return await self._erasure_scripts()[2](keys=[key], args=["string", _text(value), new]) == 1
+
+    async def _rewrite_field(self, key: str, field: str, value: str, texts: Mapping[str, str]) -> None:
+        new_field = _renamed_field(field, texts)
+        new_value = _renamed_text(value, texts)
+        if new_field is None and new_value is None:
+            return
+        merge = "add" if value.lstrip("-").isdigit() else ""
+        args = ["field", field, value, new_field or field, new_value or value, merge]
+        answer = await self._erasure_scripts()[2](keys=[key], args=args)
+        if isinstance(answer, list):  # a counter the pseudonym has too (caps' counters, past 64 bits): added into it
+            await self._redis.hset(key, new_field, str(int(answer[1]) + int(value)))
+
+
+def _by_user(project_id: str, user: User) -> str:
+    return f"{project_id}{_US}{user.identifier_type}:{user.identifier}"
+
+
+def _glob(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _renamed_field(field: str, texts: Mapping[str, str]) -> str | None:
+    """A hash field or member that is a user (`<type>:<identifier>`) or ends in one (`…|<user>`), renamed."""
+    if field in texts and ":" in field:
+        return texts[field]
+    head, bar, user = field.rpartition("|")
+    if bar and user in texts and ":" in user:
+        return head + bar + texts[user]
+    return None
+
+
+def _renamed_tail(tail: str, texts: Mapping[str, str]) -> str | None:
+    for prefix in _USER_NAMED:
+        if tail.startswith(prefix):
+            rest = tail[len(prefix) :]
+            renamed = _renamed_field(rest, texts)
+            return None if renamed is None else prefix + renamed
+    return None
+
+
+def _renamed_text(text: str, texts: Mapping[str, str]) -> str | None:
+    """A stored value with the identifiers replaced: a user field itself, or a JSON document naming them; None if it
+    names none (found by its quoted strings, so that 1,000 users cost a set lookup per string, not 1,000 searches)."""
+    renamed = _renamed_field(text, texts)
+    if renamed is not None:
+        return renamed
+    if "\\" not in text and not any(token in texts for token in _QUOTED.findall(text)):
+        return None  # a JSON text inside another (escaped quotes) is searched whole by rewrite_json_text
+    return erasure.rewrite_json_text(text, texts)

@@ -1,0 +1,93 @@
+"""Carrying out erasures (API.md §11): the pending requests of every project taken in one batch, the writers held
+still, the state store then the warehouse rewritten, the requests marked done.
+
+Held, because the warehouse's rewrite copies each table and swaps the copy in (rewards.adapters.warehouse_erasure):
+a delivery written between the two would be lost. Everything accepted before the batch began is erased: the embedded
+default rewrites the outbox's pending records too (so they are written under the pseudonym); the production shape
+first waits until the workers have written everything the log held when the batch began (`caught_up`). What is
+accepted after is new: a user erased who comes back is a new user under their identifier.
+
+A batch that fails is retried whole at the next round (each step is idempotent: a user already renamed is found
+nowhere), and is logged and counted; its requests stay pending.
+"""
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, suppress
+
+import structlog
+from prometheus_client import Counter, Histogram
+
+from rewards.adapters import warehouse_erasure
+from rewards.domain.erasure import Erasure
+from rewards.domain.payouts import User
+from rewards.ports import ErasureStore, Warehouse, WritersHeldElsewhere
+
+log = structlog.get_logger(__name__)
+
+BATCH = 1000  # users erased per round: the warehouse's cost is per round (each table copied once), not per user
+INTERVAL_S = 2.0  # between rounds when none is pending
+
+ERASED = Counter("rewards_erasures_total", "Users erased (API.md §11)")
+FAILURES = Counter("rewards_erasure_failures_total", "Erasure rounds that failed (retried at the next round)")
+SECONDS = Histogram(
+    "rewards_erasure_seconds", "Time of one erasure round, writers held", buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
+)
+
+Hold = Callable[[], AbstractAsyncContextManager]
+CaughtUp = Callable[[], Awaitable[None]]
+
+
+async def _nothing_to_wait_for() -> None:
+    return None
+
+
+async def erase_pending(
+    state: ErasureStore, warehouse: Warehouse, hold: Hold, caught_up: CaughtUp = _nothing_to_wait_for
+) -> int:
+    """One round: up to BATCH pending erasures carried out; how many."""
+    pending = await state.pending_erasures(BATCH)
+    if not pending:
+        return 0
+    await caught_up()
+    started = time.monotonic()
+    async with hold():
+        for project_id, renames in _by_project(pending).items():
+            await state.erase_users(project_id, renames)
+        tables = await warehouse_erasure.erase_users(warehouse, {(e.project_id, e.user): e.pseudonym for e in pending})
+    await state.finish_erasures(pending)
+    SECONDS.observe(time.monotonic() - started)
+    ERASED.inc(len(pending))
+    log.info("users erased", users=len(pending), tables=len(tables), seconds=round(time.monotonic() - started, 3))
+    return len(pending)
+
+
+async def run_erasures(
+    state: ErasureStore,
+    warehouse: Warehouse,
+    hold: Hold,
+    stop: asyncio.Event,
+    caught_up: CaughtUp = _nothing_to_wait_for,
+    interval_s: float = INTERVAL_S,
+) -> None:
+    while not stop.is_set():
+        try:
+            done = await erase_pending(state, warehouse, hold, caught_up)
+        except WritersHeldElsewhere:  # another worker process's round runs: this one's turn comes later
+            done = 0
+        except Exception:  # retried at the next round: the requests stay pending
+            FAILURES.inc()
+            log.exception("erasure round failed; retrying")
+            done = 0
+        if done < BATCH:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+
+
+def _by_project(pending: list[Erasure]) -> dict[str, dict[User, User]]:
+    grouped: dict[str, dict[User, User]] = defaultdict(dict)
+    for e in pending:
+        grouped[e.project_id][e.user] = e.pseudonym
+    return grouped

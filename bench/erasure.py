@@ -31,7 +31,7 @@ INSERT INTO payouts (project_id, payout_id, source_id, source_type, kind, role, 
                      recipient_identifier_type, amount, currency, currency_chain_id, currency_name, currency_decimals,
                      happened_at, created_at)
 SELECT 'bench', toString(number), toString(number), 'conversion', 'end_user_reward', 'end_user', 0, {user},
-       'evm_address', toDecimal256(number % 97, 18), '', 0, 'POINT', 0, now64(3) - number, now64(3)
+       'evm_address', toDecimal256(number % 97, 18), 'point', 0, 'POINT', 0, now64(3) - number, now64(3)
 FROM numbers({n})
 """
 
@@ -50,7 +50,7 @@ async def _total(warehouse: ChdbWarehouse) -> str:
     return rows[0]["s"]
 
 
-async def run(payouts: int, users: int) -> list[tuple[str, float, int]]:
+async def run(payouts: int, users: int) -> list[tuple[str, float, list[str]]]:
     with tempfile.TemporaryDirectory() as folder:
         warehouse = ChdbWarehouse(Path(folder))
         await warehouse.migrate()
@@ -64,7 +64,7 @@ async def run(payouts: int, users: int) -> list[tuple[str, float, int]]:
                      for n in range(first, first + count)}  # fmt: skip
             started = time.perf_counter()
             tables = await warehouse_erasure.erase_users(warehouse, batch)
-            rows.append((label, time.perf_counter() - started, len(tables)))
+            rows.append((label, time.perf_counter() - started, tables))
         assert await _total(warehouse) == before, "the total changed"
         left = await warehouse.query(
             "SELECT count() AS n FROM payouts WHERE recipient_identifier IN {ids:Array(String)}",
@@ -84,7 +84,8 @@ def main() -> None:
     print(f"erasure round, {args.payouts:,} payouts and conversions of {args.users:,} users (chdb)")
     print(f"{'round':<20} {'seconds':>8} {'tables rewritten':>17}")
     for label, seconds, tables in rows:
-        print(f"{label:<20} {seconds:>8.2f} {tables:>17}")
+        print(f"{label:<20} {seconds:>8.2f} {len(tables):>17}")
+    print("tables:", ", ".join(rows[-1][2]))
 
 
 if __name__ == "__main__":

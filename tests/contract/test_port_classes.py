@@ -8,6 +8,7 @@ from rewards.adapters.embedded.sqlite_state.affiliates import SqliteAffiliateSto
 from rewards.adapters.embedded.sqlite_state.allotment import SqliteAllotmentStore
 from rewards.adapters.embedded.sqlite_state.approvals import SqliteApprovalStore
 from rewards.adapters.embedded.sqlite_state.claim_checks import SqliteClaimCheckStore
+from rewards.adapters.embedded.sqlite_state.erasures import SqliteErasureStore
 from rewards.adapters.embedded.sqlite_state.ingest import SqliteIngestStore
 from rewards.adapters.embedded.sqlite_state.integrity import SqliteIntegrityStore
 from rewards.adapters.embedded.sqlite_state.projects import SqliteProjectStore
@@ -21,6 +22,7 @@ from rewards.adapters.production.redis_state.affiliates import RedisAffiliateSto
 from rewards.adapters.production.redis_state.allotment import RedisAllotmentStore
 from rewards.adapters.production.redis_state.approvals import RedisApprovalStore
 from rewards.adapters.production.redis_state.claim_checks import RedisClaimCheckStore
+from rewards.adapters.production.redis_state.erasures import RedisErasureStore
 from rewards.adapters.production.redis_state.ingest import RedisIngestStore
 from rewards.adapters.production.redis_state.integrity import RedisIntegrityStore
 from rewards.adapters.production.redis_state.projects import RedisProjectStore
@@ -34,6 +36,7 @@ from rewards.ports import (
     AllotmentStore,
     ApprovalStore,
     ClaimCheckStore,
+    ErasureStore,
     IngestStore,
     IntegrityStore,
     ProjectStore,
@@ -47,16 +50,17 @@ from tests.contract.support import assert_implements
 
 PORTS = [
     ProjectStore, AffiliateStore, ReferralStore, IngestStore, ClaimCheckStore, TrackingStore, IntegrityStore,
-    AllotmentStore, ReversalStore, ApprovalStore, WebhookStore, WebhookQueue,
+    AllotmentStore, ReversalStore, ApprovalStore, WebhookStore, WebhookQueue, ErasureStore,
 ]  # fmt: skip
 ADAPTERS = {
     sqlite_state.SqliteStateStore: [SqliteProjectStore, SqliteAffiliateStore, SqliteReferralStore, SqliteIngestStore,
                                     SqliteClaimCheckStore, SqliteTrackingStore, SqliteIntegrityStore,
                                     SqliteAllotmentStore, SqliteReversalStore, SqliteApprovalStore,
-                                    SqliteWebhookStore, SqliteWebhookQueue],
+                                    SqliteWebhookStore, SqliteWebhookQueue, SqliteErasureStore],
     redis_state.RedisStateStore: [RedisProjectStore, RedisAffiliateStore, RedisReferralStore, RedisIngestStore,
                                   RedisClaimCheckStore, RedisTrackingStore, RedisIntegrityStore, RedisAllotmentStore,
-                                  RedisReversalStore, RedisApprovalStore, RedisWebhookStore, RedisWebhookQueue],
+                                  RedisReversalStore, RedisApprovalStore, RedisWebhookStore, RedisWebhookQueue,
+                                  RedisErasureStore],
 }  # fmt: skip
 
 

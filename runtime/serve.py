@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -13,6 +14,7 @@ from fastapi import FastAPI
 
 from ingest_api.app import ROUTERS as INGEST_ROUTERS
 from query_api.app import ROUTERS as QUERY_ROUTERS
+from rewards.adapters import warehouse_erasure
 from rewards.logging import configure_logging
 from rewards.settings import Settings
 from rewards.web.app import create_app
@@ -41,8 +43,9 @@ def embedded_app(settings: Settings) -> FastAPI:
             ):
                 sweeps = claim_expiry_sweeps(backends)
                 backups = asyncio.create_task(serve_requests(backends.warehouse, settings.data_dir, paused))
+                erase_warehouse = functools.partial(warehouse_erasure.erase_users, backends.warehouse)
                 erasures = asyncio.create_task(
-                    run_erasures(backends.state, backends.warehouse, lambda: paused, asyncio.Event())
+                    run_erasures(backends.state, erase_warehouse, lambda: paused, asyncio.Event())
                 )
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield

@@ -12,6 +12,7 @@ A new adapter of a port is its module plus one branch of the opener of that port
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from rewards.adapters import warehouse_erasure
 from rewards.adapters.affiliate_figures import WarehouseAffiliateFigures
 from rewards.adapters.code_figures import WarehouseCodeFigures
 from rewards.adapters.code_traffic import WarehouseCodeTraffic
@@ -264,6 +266,7 @@ async def open_worker_resources(settings: Settings, options: "WorkerOptions") ->
 
             resources.hold = RedisWriterHold(state.redis)
             resources.caught_up = _log_written(settings)
+            resources.erase_warehouse = functools.partial(warehouse_erasure.erase_users, warehouse)
     except BaseException:
         await resources.close()
         raise

@@ -14,16 +14,15 @@ nowhere), and is logged and counted; its requests stay pending.
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
 
 import structlog
 from prometheus_client import Counter, Histogram
 
-from rewards.adapters import warehouse_erasure
 from rewards.domain.erasure import Erasure
 from rewards.domain.payouts import User
-from rewards.ports import ErasureStore, Warehouse, WritersHeldElsewhere
+from rewards.ports import ErasureStore, WritersHeldElsewhere
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +37,9 @@ SECONDS = Histogram(
 
 Hold = Callable[[], AbstractAsyncContextManager]
 CaughtUp = Callable[[], Awaitable[None]]
+# The warehouse's half (rewards.adapters.warehouse_erasure.erase_users over the process's warehouse, given by the
+# composition root): each (project, user) of a round renamed to its pseudonym; the tables rewritten.
+EraseWarehouse = Callable[[Mapping[tuple[str, User], User]], Awaitable[list[str]]]
 
 
 async def _nothing_to_wait_for() -> None:
@@ -45,7 +47,7 @@ async def _nothing_to_wait_for() -> None:
 
 
 async def erase_pending(
-    state: ErasureStore, warehouse: Warehouse, hold: Hold, caught_up: CaughtUp = _nothing_to_wait_for
+    state: ErasureStore, erase_warehouse: EraseWarehouse, hold: Hold, caught_up: CaughtUp = _nothing_to_wait_for
 ) -> int:
     """One round: up to BATCH pending erasures carried out; how many."""
     pending = await state.pending_erasures(BATCH)
@@ -56,7 +58,7 @@ async def erase_pending(
     async with hold():
         for project_id, renames in _by_project(pending).items():
             await state.erase_users(project_id, renames)
-        tables = await warehouse_erasure.erase_users(warehouse, {(e.project_id, e.user): e.pseudonym for e in pending})
+        tables = await erase_warehouse({(e.project_id, e.user): e.pseudonym for e in pending})
     await state.finish_erasures(pending)
     SECONDS.observe(time.monotonic() - started)
     ERASED.inc(len(pending))
@@ -66,7 +68,7 @@ async def erase_pending(
 
 async def run_erasures(
     state: ErasureStore,
-    warehouse: Warehouse,
+    erase_warehouse: EraseWarehouse,
     hold: Hold,
     stop: asyncio.Event,
     caught_up: CaughtUp = _nothing_to_wait_for,
@@ -74,7 +76,7 @@ async def run_erasures(
 ) -> None:
     while not stop.is_set():
         try:
-            done = await erase_pending(state, warehouse, hold, caught_up)
+            done = await erase_pending(state, erase_warehouse, hold, caught_up)
         except WritersHeldElsewhere:  # another worker process's round runs: this one's turn comes later
             done = 0
         except Exception:  # retried at the next round: the requests stay pending

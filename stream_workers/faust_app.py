@@ -52,7 +52,7 @@ from rewards.ports import DeadLetterLog, PlanStore, StateStore, Warehouse, Write
 from rewards.settings import Settings
 from schemas.topics import EVENTS_TOPIC
 from stream_workers.batches import Batch, Message, Planner
-from stream_workers.erasures import run_erasures
+from stream_workers.erasures import EraseWarehouse, run_erasures
 from stream_workers.handlers.base import Waiting
 from stream_workers.processor import DEFAULT_WINDOW_S, process_delivery
 from stream_workers.runner import DELIVERIES, FAILURES, LATENCY, PAYOUTS, freeze_startup_objects
@@ -106,6 +106,7 @@ class Resources:
     # Every delivery's write takes a lease of it; an erasure holds them all still (stream_workers.erasures).
     hold: WriterHold | None = None
     caught_up: Callable[[], Awaitable[None]] | None = None  # returns once what the log holds now is written
+    erase_warehouse: EraseWarehouse | None = None  # the warehouse's half of an erasure round
 
     async def close(self) -> None:
         for resource in (self.dead_letters, self.plans, self.warehouse, self.state, self.hold):
@@ -212,10 +213,12 @@ def build_app(
 
 def _erasing(resources: Resources) -> asyncio.Task | None:
     """Every worker process runs the erasure rounds; one at a time holds the writers (the others find it held)."""
-    if resources.hold is None:
+    if resources.hold is None or resources.erase_warehouse is None:
         return None
     return asyncio.create_task(
-        run_erasures(resources.state, resources.warehouse, resources.hold.held, asyncio.Event(), resources.caught_up)
+        run_erasures(
+            resources.state, resources.erase_warehouse, resources.hold.held, asyncio.Event(), resources.caught_up
+        )
     )
 
 

@@ -9,6 +9,7 @@ stay whole.
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,3 +87,45 @@ def rewrite_json_text(text: str | bytes, renames: Mapping[str, str]) -> str | No
         return None
     rewritten = rewrite_document(document, renames)
     return None if rewritten == document else orjson.dumps(rewritten).decode()
+
+
+def renamed_field(field: str, texts: Mapping[str, str]) -> str | None:
+    """A stored name that is a user (`<type>:<identifier>`) or ends in one (`…|<user>`), renamed; None if it names
+    none of them. `texts`: document_renames."""
+    if ":" in field and field in texts:
+        return texts[field]
+    head, bar, user = field.rpartition("|")
+    if bar and ":" in user and user in texts:
+        return head + bar + texts[user]
+    return None
+
+
+_COUNTED = re.compile(r"(?:^|\|)(\d+):")
+
+
+def renamed_counter(key: str, texts: Mapping[str, str]) -> str | None:
+    """A cap's counter or history name, `…<side>|<n>:<currency>|<user>` (rewards.domain.allotment; the currency's
+    length first, so a `|` in the user's identifier, as an email may hold, is read right), with its user renamed; None
+    if it names none of them."""
+    found = _COUNTED.search(key)
+    if found is None:
+        return None
+    end = found.end() + int(found.group(1))
+    if key[end : end + 1] != "|" or key[end + 1 :] not in texts:
+        return None
+    return key[: end + 1] + texts[key[end + 1 :]]
+
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def renamed_text(text: str, texts: Mapping[str, str]) -> str | None:
+    """A stored value with the identifiers replaced: a user name itself, or a JSON document naming them; None if it
+    names none. Found by the document's quoted strings (a set lookup each, whatever the number of users erased); a
+    document holding another as text (escaped quotes) is searched whole."""
+    renamed = renamed_field(text, texts)
+    if renamed is not None:
+        return renamed
+    if "\\" not in text and texts.keys().isdisjoint(_QUOTED.findall(text)):
+        return None
+    return rewrite_json_text(text, texts)

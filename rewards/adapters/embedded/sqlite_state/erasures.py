@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from rewards.adapters.embedded.sqlite_state.base import SWEEP_LIMIT, SqliteStateBase
+from rewards.adapters.embedded.sqlite_state.tracking import _AFTER_SEPARATOR, _SEPARATOR
 from rewards.domain import erasure
 from rewards.domain.erasure import Erasure
 from rewards.domain.payouts import User
@@ -40,7 +41,6 @@ _DOCUMENTS = (
     ("debt_calls", "answer", ("token",)),
     ("allot_deliveries", "cuts", ("delivery",)),
 )
-_US = "\x1f"  # tracking's `<user><US><tracking id>` keys
 
 
 class SqliteErasureStore(SqliteStateBase):
@@ -92,12 +92,17 @@ class SqliteErasureStore(SqliteStateBase):
         ]  # fmt: skip
 
     async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
+        texts = erasure.document_renames(renames)
+
         def erase(c: sqlite3.Connection) -> None:
-            for user, renamed in renames.items():
-                _rename_columns(c, project_id, user, renamed)
-                _rename_suffixes(c, project_id, user, renamed)
-                _rename_tracking(c, project_id, user, renamed)
-            _rewrite_documents(c, project_id, erasure.document_renames(renames))
+            _load(c, renames)
+            try:
+                _rename_columns(c, project_id)
+                _rename_counters(c, project_id, texts)
+                _rename_tracking(c, project_id, renames)
+                _rewrite_documents(c, project_id, texts)
+            finally:
+                c.execute("DROP TABLE temp.erasing")
 
         await self._db.run(erase)
 
@@ -117,54 +122,71 @@ class SqliteErasureStore(SqliteStateBase):
         await self._db.run(finish)
 
 
-def _rename_columns(c: sqlite3.Connection, project_id: str, user: User, renamed: User) -> None:
-    for table, type_column, id_column, keyed in _USER_COLUMNS:
-        where = f"project_id = ? AND {type_column} = ? AND {id_column} = ?"
-        if table in _MERGED:
-            _merge_into(c, table, type_column, id_column, project_id, user, renamed)
-        or_ignore = "OR IGNORE " if keyed else ""
-        c.execute(
-            f"UPDATE {or_ignore}{table} SET {id_column} = ? WHERE {where}",
-            (renamed.identifier, project_id, user.identifier_type, user.identifier),
-        )
-        if keyed:  # the rows the pseudonym had already: kept, the user's own dropped
-            c.execute(f"DELETE FROM {table} WHERE {where}", (project_id, user.identifier_type, user.identifier))
-    c.execute(  # an affiliate's id is `<type>:<identifier>` (ingest_api.affiliates)
-        "UPDATE affiliates SET id = ? WHERE project_id = ? AND user_type = ? AND user_id = ?",
-        (f"{renamed.identifier_type}:{renamed.identifier}", project_id, renamed.identifier_type, renamed.identifier),
+def _load(c: sqlite3.Connection, renames: Mapping[User, User]) -> None:
+    """The round's users, as a table the passes below join: each table is read once per round, not once per user."""
+    c.execute(
+        "CREATE TEMP TABLE erasing (type TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (type, old))"
+    )
+    c.executemany(
+        "INSERT INTO temp.erasing VALUES (?, ?, ?)",
+        [(user.identifier_type, user.identifier, renamed.identifier) for user, renamed in renames.items()],
     )
 
 
-def _merge_into(c, table: str, type_column: str, id_column: str, project_id: str, user: User, renamed: User) -> None:
-    """Rows of `user` whose key the pseudonym holds too: their amounts added into the pseudonym's (the user's are
+def _rename_columns(c: sqlite3.Connection, project_id: str) -> None:
+    for table, type_column, id_column, keyed in _USER_COLUMNS:
+        if table in _MERGED:
+            _merge(c, table, type_column, id_column, project_id)
+        c.execute(
+            f"UPDATE {'OR IGNORE ' if keyed else ''}{table} SET {id_column} = e.new FROM temp.erasing AS e"
+            f" WHERE {table}.project_id = ? AND {table}.{type_column} = e.type AND {table}.{id_column} = e.old",
+            (project_id,),
+        )
+        if keyed:  # the rows the pseudonym had already: kept (merged above), the user's own dropped
+            c.execute(
+                f"DELETE FROM {table} WHERE project_id = ? AND ({type_column}, {id_column}) IN"
+                " (SELECT type, old FROM temp.erasing)",
+                (project_id,),
+            )
+    c.execute(  # an affiliate's id is `<type>:<identifier>` (ingest_api.affiliates)
+        "UPDATE affiliates SET id = user_type || ':' || user_id WHERE project_id = ? AND (user_type, user_id) IN"
+        " (SELECT type, new FROM temp.erasing)",
+        (project_id,),
+    )
+
+
+def _merge(c: sqlite3.Connection, table: str, type_column: str, id_column: str, project_id: str) -> None:
+    """The user's rows whose key the pseudonym holds too: their amounts added into the pseudonym's (the user's are
     dropped by the caller)."""
     amount, keys = _MERGED[table]
-    match = " AND ".join(f"{key} = ?" for key in keys)
-    mine = f"project_id = ? AND {type_column} = ? AND {id_column} = ?"
-    mine_args = (project_id, user.identifier_type, user.identifier)
-    rows = c.execute(f"SELECT {amount}, {', '.join(keys)} FROM {table} WHERE {mine}", mine_args).fetchall()
+    on = " AND ".join(f"mine.{key} = theirs.{key}" for key in keys)
+    rows = c.execute(
+        f"SELECT e.type, e.new, {', '.join(f'theirs.{key} AS {key}' for key in keys)}, mine.{amount} AS mine,"
+        f" theirs.{amount} AS theirs FROM {table} AS mine"
+        f" JOIN temp.erasing AS e ON mine.{type_column} = e.type AND mine.{id_column} = e.old"
+        f" JOIN {table} AS theirs ON theirs.project_id = mine.project_id AND theirs.{type_column} = e.type"
+        f" AND theirs.{id_column} = e.new AND {on} WHERE mine.project_id = ?",
+        (project_id,),
+    ).fetchall()
     for row in rows:
-        where = f"project_id = ? AND {type_column} = ? AND {id_column} = ? AND {match}"
-        args = (project_id, renamed.identifier_type, renamed.identifier, *(row[key] for key in keys))
-        theirs = c.execute(f"SELECT {amount} FROM {table} WHERE {where}", args).fetchone()
-        if theirs is not None:
-            total = str(Decimal(theirs[amount]) + Decimal(row[amount]))
-            c.execute(f"UPDATE {table} SET {amount} = ? WHERE {where}", (total, *args))
+        total = str(Decimal(row["theirs"]) + Decimal(row["mine"]))
+        where = " AND ".join(f"{key} = ?" for key in (type_column, id_column, *keys))
+        c.execute(
+            f"UPDATE {table} SET {amount} = ? WHERE project_id = ? AND {where}",
+            (total, project_id, row["type"], row["new"], *(row[key] for key in keys)),
+        )
 
 
-def _rename_suffixes(c: sqlite3.Connection, project_id: str, user: User, renamed: User) -> None:
-    old, new = f"|{user.identifier_type}:{user.identifier}", f"|{renamed.identifier_type}:{renamed.identifier}"
+def _rename_counters(c: sqlite3.Connection, project_id: str, texts: Mapping[str, str]) -> None:
+    """Caps' counters and histories, named `…|<user>`: one pass over the project's names."""
     for table, column, keyed in _USER_SUFFIXED:
-        keys = c.execute(
-            f"SELECT DISTINCT {column} FROM {table} WHERE project_id = ? AND substr({column}, -?) = ?",
-            (project_id, len(old), old),
-        ).fetchall()
-        for (key,) in keys:
-            renamed_key = key[: -len(old)] + new
-            if keyed and _add_counter(c, project_id, key, renamed_key):
+        names = c.execute(f"SELECT DISTINCT {column} FROM {table} WHERE project_id = ?", (project_id,)).fetchall()
+        for (name,) in names:
+            renamed = erasure.renamed_counter(name, texts)
+            if renamed is None or (keyed and _add_counter(c, project_id, name, renamed)):
                 continue
             c.execute(
-                f"UPDATE {table} SET {column} = ? WHERE project_id = ? AND {column} = ?", (renamed_key, project_id, key)
+                f"UPDATE {table} SET {column} = ? WHERE project_id = ? AND {column} = ?", (renamed, project_id, name)
             )
 
 
@@ -186,39 +208,37 @@ def _add_counter(c: sqlite3.Connection, project_id: str, old_key: str, new_key: 
     return True
 
 
-def _rename_tracking(c: sqlite3.Connection, project_id: str, user: User, renamed: User) -> None:
-    old, new = f"{user.identifier_type}:{user.identifier}", f"{renamed.identifier_type}:{renamed.identifier}"
+def _rename_tracking(c: sqlite3.Connection, project_id: str, renames: Mapping[User, User]) -> None:
     c.execute(
-        "UPDATE tracking SET value = ? WHERE project_id = ? AND kind = 'user' AND value = ?", (new, project_id, old)
+        "UPDATE tracking SET value = e.type || ':' || e.new FROM temp.erasing AS e WHERE tracking.project_id = ?"
+        " AND tracking.kind = 'user' AND tracking.value = e.type || ':' || e.old",
+        (project_id,),
     )
-    rows = c.execute(
-        "SELECT key FROM tracking WHERE project_id = ? AND kind = 'user_tracking' AND substr(key, 1, ?) = ?",
-        (project_id, len(old) + 1, old + _US),
-    ).fetchall()
-    for row in rows:
-        c.execute(
-            "UPDATE OR REPLACE tracking SET key = ? WHERE project_id = ? AND kind = 'user_tracking' AND key = ?",
-            (new + row["key"][len(old) :], project_id, row["key"]),
-        )
+    for user, renamed in renames.items():  # a user's bindings: a range of keys `<user><US>…` each (the primary key)
+        old, new = f"{user.identifier_type}:{user.identifier}", f"{renamed.identifier_type}:{renamed.identifier}"
+        rows = c.execute(
+            "SELECT key FROM tracking WHERE project_id = ? AND kind = 'user_tracking' AND key >= ? AND key < ?",
+            (project_id, old + _SEPARATOR, old + _AFTER_SEPARATOR),
+        ).fetchall()
+        for row in rows:
+            c.execute(
+                "UPDATE OR REPLACE tracking SET key = ? WHERE project_id = ? AND kind = 'user_tracking' AND key = ?",
+                (new + row["key"][len(old) :], project_id, row["key"]),
+            )
 
 
-def _rewrite_documents(c: sqlite3.Connection, project_id: str, renames: Mapping[str, str]) -> None:
-    needles = list(renames)
+def _rewrite_documents(c: sqlite3.Connection, project_id: str, texts: Mapping[str, str]) -> None:
+    """Every stored document of the project read once (erasure.renamed_text finds those naming a user)."""
     for table, column, keys in _DOCUMENTS:
-        for start in range(0, len(needles), 50):  # instr() per identifier: SQLite finds the rows, Python rewrites them
-            chunk = needles[start : start + 50]
-            holds = " OR ".join(f"instr(CAST({column} AS TEXT), ?) > 0" for _ in chunk)
-            rows = c.execute(
-                f"SELECT {', '.join(keys)}, {column} FROM {table} WHERE project_id = ? AND ({holds})",
-                (project_id, *chunk),
-            ).fetchall()
-            for row in rows:
-                rewritten = erasure.rewrite_json_text(row[column], renames)
-                if rewritten is None:
-                    continue
-                value = rewritten.encode() if isinstance(row[column], bytes) else rewritten
-                match = " AND ".join(f"{key} = ?" for key in keys)
-                c.execute(
-                    f"UPDATE {table} SET {column} = ? WHERE project_id = ? AND {match}",
-                    (value, project_id, *(row[key] for key in keys)),
-                )
+        rows = c.execute(f"SELECT {', '.join(keys)}, {column} FROM {table} WHERE project_id = ?", (project_id,))
+        changed = []
+        for row in rows:
+            stored = row[column]
+            if stored is None:
+                continue
+            rewritten = erasure.renamed_text(stored.decode() if isinstance(stored, bytes) else stored, texts)
+            if rewritten is not None:
+                value = rewritten.encode() if isinstance(stored, bytes) else rewritten
+                changed.append((value, project_id, *(row[key] for key in keys)))
+        match = " AND ".join(f"{key} = ?" for key in keys)
+        c.executemany(f"UPDATE {table} SET {column} = ? WHERE project_id = ? AND {match}", changed)

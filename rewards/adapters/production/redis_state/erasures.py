@@ -5,8 +5,10 @@ pseudonym, requested_ms, done_ms}), `rw:{erasures}:pending` (zset of the pending
 `rw:{erasures}:by_user` (hash `<project><US><type>:<identifier>` → the pending request's id), `rw:{erasures}:done`
 (zset → done_ms: swept 35 days on); each project's salt in `rw:{p}:erasure_salt`. A change of them is one script.
 
-Erasing walks the project's keys once (SCAN `rw:{p}:*`), whatever the number of users in the batch, and rewrites, each
-atomically by a compare-and-set script (the value must still be what was read, else it is read again): key names
+Erasing walks the project's keys once (SCAN `rw:{p}:*`, skipping by name the keys that never name a user: dedup marks,
+filters, configuration), whatever the number of users in the batch; the values of each page of keys are read in one
+pipelined round trip per kind (the project's big hashes field by field, by HSCAN), and rewritten, each atomically by a
+compare-and-set script (the value must still be what was read, else it is read again): key names
 ending in a user (`owner_codes:`, `user_events:`, `track_ids:`, `al:hist:…|<user>`, `debt:…|<user>`) renamed, merged
 into the pseudonym's if it has one; hash fields and sorted-set members that are a user (affiliates, referrals,
 blocklist, caps' counters, …) renamed; every JSON value (claim checks, held payouts, code uses, webhook deliveries,
@@ -20,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from rewards.adapters.production.redis_keys import PREFIX, ProjectKeys
-from rewards.adapters.production.redis_state.base import RedisStateBase
+from rewards.adapters.production.redis_state.base import RedisStateBase, StateChanging
 from rewards.domain import erasure
 from rewards.domain.erasure import Erasure
 from rewards.domain.payouts import User
@@ -32,6 +34,17 @@ _SCAN_COUNT = 1000
 _ATTEMPTS = 20
 # Keys named after a user: the name's tail is `<user>` (after the prefix) or `…|<user>`.
 _USER_NAMED = ("owner_codes:", "user_events:", "track_ids:", "al:hist:", "debt:")
+# What a key of the layout (redis_keys) is, by its name: read without asking Redis (a name not here is asked).
+_KINDS = (
+    ("claim_check:", "string"),
+    ("held_payout:", "string"),
+    ("track_user:", "string"),
+    ("code_uses:", "list"),
+    ("code:", "small hash"),
+    ("idem:", "small hash"),
+    ("al:month:", "hash"),
+    ("blocklist_by_time", "zset"),
+)
 # Keys that never name a user (dedup marks, filters, configuration, indexes by id or time): not read.
 _NEVER_NAMED = {
     "af",
@@ -51,8 +64,6 @@ _NEVER_NAMED = {
     "code_names",
 }
 _NEVER_PREFIXED = ("dedup:", "af:", "track_repeat:", "reversal:", "reversal_written:", "wh_due:", "wh_log:", "wh_done:")
-_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
-
 _REQUEST = """
 -- KEYS: requests, pending, by_user. ARGV: member (<project><US><id>), by_user field, the request (JSON), now.
 local pending = redis.call('HGET', KEYS[3], ARGV[2])
@@ -180,67 +191,111 @@ class RedisErasureStore(RedisStateBase):
     async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
         texts = erasure.document_renames(renames)
         prefix = ProjectKeys(project_id)._key("")
+        page: list[str] = []
         async for name in self._redis.scan_iter(match=_glob(prefix) + "*", count=_SCAN_COUNT):
-            key = name.decode() if isinstance(name, bytes) else name
+            page.append(_text(name))
+            if len(page) >= _SCAN_COUNT:
+                await self._erase_page(prefix, page, texts)
+                page = []
+        await self._erase_page(prefix, page, texts)
+
+    async def _erase_page(self, prefix: str, keys: list[str], texts: Mapping[str, str]) -> None:
+        """One SCAN page: names renamed; the values of the others read in one pipelined round trip per kind (small
+        keys whole, the project's big hashes field by field) and swapped where they name a user."""
+        read = []
+        for key in keys:
             tail = key[len(prefix) :]
             if tail.startswith(_USER_NAMED):
-                await self._rename_key(prefix, key, tail, texts)
+                renamed = _renamed_tail(tail, texts)
+                if renamed is not None:
+                    await self._rename_key(key, prefix + renamed)
             elif tail not in _NEVER_NAMED and not tail.startswith(_NEVER_PREFIXED):
-                await self._rewrite_key(key, texts)
+                read.append(key)
+        by_kind: dict[str, list[str]] = {}
+        unknown = [key for key in read if _kind_of(key[len(prefix) :]) is None]
+        kinds = dict(zip(unknown, await self._each(unknown, lambda pipe, key: pipe.type(key)), strict=True))
+        for key in read:
+            by_kind.setdefault(_kind_of(key[len(prefix) :]) or _text(kinds[key]), []).append(key)
+        strings = by_kind.get("string", [])
+        values = await self._redis.mget(strings) if strings else []  # one slot: the project's
+        for key, value in zip(strings, values, strict=True):
+            await self._rewrite_string(key, value, texts)
+        lists = by_kind.get("list", [])
+        for key, items in zip(lists, await self._each(lists, lambda pipe, key: pipe.lrange(key, 0, -1)), strict=True):
+            await self._rewrite_list(key, items, texts)
+        small = by_kind.get("small hash", [])
+        for key, fields in zip(small, await self._each(small, lambda pipe, key: pipe.hgetall(key)), strict=True):
+            for field, value in fields.items():
+                await self._rewrite_field(key, _text(field), value, texts)
+        for key in by_kind.get("hash", []):
+            async for field, value in self._redis.hscan_iter(key, count=_SCAN_COUNT):
+                await self._rewrite_field(key, _text(field), value, texts)
+        for key in by_kind.get("zset", []):
+            async for member, _ in self._redis.zscan_iter(key, count=_SCAN_COUNT):
+                if (new := erasure.renamed_field(_text(member), texts)) is not None:
+                    await self._swap(key, ["member", _text(member), new])
 
-    async def _rename_key(self, prefix: str, key: str, tail: str, texts: Mapping[str, str]) -> None:
-        renamed = _renamed_tail(tail, texts)
-        if renamed is None:
-            return
-        answer = await self._erasure_scripts()[2](keys=[key, prefix + renamed], args=["rename"])
+    async def _each(self, keys: list[str], command) -> list:
+        if not keys:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                command(pipe, key)
+            return await pipe.execute()
+
+    async def _swap(self, key: str, args: list):
+        """A compare-and-set: 0 when the value changed since it was read (a writer outside the held workers, the
+        API): the caller reads it again."""
+        return await self._erasure_scripts()[2](keys=[key], args=args)
+
+    async def _rewrite_string(self, key: str, value, texts: Mapping[str, str]) -> None:
+        for _ in range(_ATTEMPTS):
+            if value is None or (new := erasure.renamed_text(_text(value), texts)) is None:
+                return
+            if await self._swap(key, ["string", _text(value), new]) == 1:
+                return
+            value = await self._redis.get(key)
+        raise StateChanging(f"erasure: {key} kept changing")
+
+    async def _rewrite_list(self, key: str, items: list, texts: Mapping[str, str]) -> None:
+        for _ in range(_ATTEMPTS):
+            swapped = True
+            for index, item in enumerate(items):
+                if (new := erasure.renamed_text(_text(item), texts)) is not None:
+                    swapped = await self._swap(key, ["item", index, _text(item), new]) == 1 and swapped
+            if swapped:
+                return
+            items = await self._redis.lrange(key, 0, -1)
+        raise StateChanging(f"erasure: {key} kept changing")
+
+    async def _rename_key(self, key: str, renamed: str) -> None:
+        answer = await self._erasure_scripts()[2](keys=[key, renamed], args=["rename"])
         if isinstance(answer, list):  # two counters of units (debts): their sum under the pseudonym
-            total = int(answer[1]) + int(answer[2])
-            await self._redis.set(prefix + renamed, str(total), keepttl=True)
+            await self._redis.set(renamed, str(int(answer[1]) + int(answer[2])), keepttl=True)
             await self._redis.delete(key)
 
-    async def _rewrite_key(self, key: str, texts: Mapping[str, str]) -> None:
-        kind = _text(await self._redis.type(key))
-        if kind == "string":
-            await self._swap_until_done(key, texts, self._rewrite_string)
-        elif kind == "hash":
-            async for field, value in self._redis.hscan_iter(key, count=_SCAN_COUNT):
-                await self._rewrite_field(key, _text(field), _text(value), texts)
-        elif kind == "zset":
-            async for member, _ in self._redis.zscan_iter(key, count=_SCAN_COUNT):
-                new = _renamed_text(_text(member), texts)
-                if new is not None:
-                    await self._erasure_scripts()[2](keys=[key], args=["member", _text(member), new])
-        elif kind == "list":
-            for index, item in enumerate(await self._redis.lrange(key, 0, -1)):
-                new = _renamed_text(_text(item), texts)
-                if new is not None:
-                    await self._erasure_scripts()[2](keys=[key], args=["item", index, _text(item), new])
-
-    async def _swap_until_done(self, key: str, texts: Mapping[str, str], rewrite) -> None:
+    async def _rewrite_field(self, key: str, field: str, value, texts: Mapping[str, str]) -> None:
+        new_field = erasure.renamed_counter(field, texts) or erasure.renamed_field(field, texts)
         for _ in range(_ATTEMPTS):
-            if await rewrite(key, texts):
+            if value is None:
                 return
-        raise RuntimeError(f"erasure: {key} kept changing")
+            value = _text(value)
+            new_value = erasure.renamed_text(value, texts)
+            if new_field is None and new_value is None:
+                return
+            merge = "add" if value.lstrip("-").isdigit() else ""
+            args = ["field", field, value, new_field or field, new_value or value, merge]
+            answer = await self._swap(key, args)
+            if isinstance(answer, list):  # a counter the pseudonym has too (caps' counters, past 64 bits): summed
+                await self._redis.hset(key, new_field, str(int(answer[1]) + int(value)))
+            if answer != 0:
+                return
+            value = await self._redis.hget(key, field)
+        raise StateChanging(f"erasure: {key} kept changing")
 
-    async def _rewrite_string(self, key: str, texts: Mapping[str, str]) -> bool:
-        value = await self._redis.get(key)
-        if value is None:
-            return True
-        new = _renamed_text(_text(value), texts)
-        if new is None:
-            return True
-        return await self._erasure_scripts()[2](keys=[key], args=["string", _text(value), new]) == 1
 
-    async def _rewrite_field(self, key: str, field: str, value: str, texts: Mapping[str, str]) -> None:
-        new_field = _renamed_field(field, texts)
-        new_value = _renamed_text(value, texts)
-        if new_field is None and new_value is None:
-            return
-        merge = "add" if value.lstrip("-").isdigit() else ""
-        args = ["field", field, value, new_field or field, new_value or value, merge]
-        answer = await self._erasure_scripts()[2](keys=[key], args=args)
-        if isinstance(answer, list):  # a counter the pseudonym has too (caps' counters, past 64 bits): added into it
-            await self._redis.hset(key, new_field, str(int(answer[1]) + int(value)))
+def _kind_of(tail: str) -> str | None:
+    return next((kind for prefix, kind in _KINDS if tail.startswith(prefix)), None)
 
 
 def _by_user(project_id: str, user: User) -> str:
@@ -255,31 +310,18 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _renamed_field(field: str, texts: Mapping[str, str]) -> str | None:
-    """A hash field or member that is a user (`<type>:<identifier>`) or ends in one (`…|<user>`), renamed."""
-    if field in texts and ":" in field:
-        return texts[field]
-    head, bar, user = field.rpartition("|")
-    if bar and user in texts and ":" in user:
-        return head + bar + texts[user]
-    return None
-
-
 def _renamed_tail(tail: str, texts: Mapping[str, str]) -> str | None:
+    """The name of a key named after a user, renamed: `<prefix><user>`, `al:hist:<side>|<n>:<currency>|<user>`,
+    `debt:<currency>|<user>` (an address: no `|` in it, where an email may hold one)."""
     for prefix in _USER_NAMED:
         if tail.startswith(prefix):
             rest = tail[len(prefix) :]
-            renamed = _renamed_field(rest, texts)
+            if prefix == "al:hist:":
+                renamed = erasure.renamed_counter(rest, texts)
+            elif prefix == "debt:":
+                currency, bar, user = rest.partition("|")
+                renamed = currency + bar + texts[user] if bar and ":" in user and user in texts else None
+            else:
+                renamed = texts.get(rest) if ":" in rest else None
             return None if renamed is None else prefix + renamed
     return None
-
-
-def _renamed_text(text: str, texts: Mapping[str, str]) -> str | None:
-    """A stored value with the identifiers replaced: a user field itself, or a JSON document naming them; None if it
-    names none (found by its quoted strings, so that 1,000 users cost a set lookup per string, not 1,000 searches)."""
-    renamed = _renamed_field(text, texts)
-    if renamed is not None:
-        return renamed
-    if "\\" not in text and not any(token in texts for token in _QUOTED.findall(text)):
-        return None  # a JSON text inside another (escaped quotes) is searched whole by rewrite_json_text
-    return erasure.rewrite_json_text(text, texts)

@@ -76,6 +76,17 @@ def document_renames(renames: Mapping[User, User]) -> dict[str, str]:
     return texts
 
 
+def quoted_renames(user: User, renamed: User) -> list[tuple[str, str]]:
+    """How a text quotes the user (its identifier and `<type>:<identifier>`, in JSON's double quotes or Python's
+    single ones, as a record's JSON or an error message does), each with its pseudonym's same form: what replaces it
+    in a text that is not read as JSON, without touching a longer text that holds it."""
+    pairs = []
+    for old, new in document_renames({user: renamed}).items():
+        pairs.append((orjson.dumps(old).decode(), orjson.dumps(new).decode()))
+        pairs.append((f"'{old}'", f"'{new}'"))
+    return pairs
+
+
 def rewrite_json_text(text: str | bytes, renames: Mapping[str, str]) -> str | None:
     """`rewrite_document` of a JSON text; None when it names none of the identifiers (or is not JSON)."""
     raw = text.decode() if isinstance(text, bytes) else text

@@ -469,13 +469,14 @@ class ErasureStore(Protocol):
 
     async def request_erasure(self, project_id: str, user: User) -> str:
         """Record a request to erase `user` (its pseudonym made from the project's salt, made on first use); its id.
-        A user already pending erasure gets the pending request's id."""
+        A user whose request is pending and not yet taken by a round gets that request's id."""
 
     async def erasure_status(self, project_id: str, erasure_id: str) -> str | None:
         """`pending` or `done`; None if the project has no such erasure (or it finished more than 35 days ago)."""
 
-    async def pending_erasures(self, limit: int) -> list[Erasure]:
-        """Up to `limit` pending erasures of every project, the oldest first."""
+    async def take_erasures(self, limit: int) -> list[Erasure]:
+        """Up to `limit` pending erasures of every project, the oldest first (taken before: again, until done), each
+        now taken: a request for the same user made after this is a new one."""
 
     async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
         """Every user of `renames` renamed to its pseudonym wherever the store holds it (keys, values and the

@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     worker_poll_s: float = 0.5
     # How often the ingest edge expires claim checks past their claim_check_expiry (API.md §8).
     claim_expiry_sweep_s: float = Field(60.0, gt=0, le=3600)
+    # Erasure rounds (API.md §11; stream_workers.erasures): the least time from one round to the next in a process
+    # (each holds the writers; None: 5 s in `rewards serve`, 300 s in a production worker process), and how long a
+    # production round waits before reading the log's ends, so that a change published by the edge while it began is
+    # in them (an edge's publish, or its outbox relay's, within OUTBOX_DUE_S).
+    erasure_round_gap_s: float | None = Field(None, ge=0, le=86400)
+    erasure_publish_grace_s: float = Field(35.0, ge=0, le=600)
     # How long a dedup_id is remembered (API.md §3): seen again after this, it is a new event. Also bounds
     # `GET /events/status?user_identifier…` (a user's event names are kept as long). Seconds or `35d`, `12h`.
     dedup_window: Duration = 35 * 86400.0

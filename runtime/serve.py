@@ -44,8 +44,9 @@ def embedded_app(settings: Settings) -> FastAPI:
                 sweeps = claim_expiry_sweeps(backends)
                 backups = asyncio.create_task(serve_requests(backends.warehouse, settings.data_dir, paused))
                 erase_warehouse = functools.partial(warehouse_erasure.erase_users, backends.warehouse)
+                gap_s = 5.0 if settings.erasure_round_gap_s is None else settings.erasure_round_gap_s
                 erasures = asyncio.create_task(
-                    run_erasures(backends.state, erase_warehouse, lambda: paused, asyncio.Event())
+                    run_erasures(backends.state, erase_warehouse, lambda: paused, asyncio.Event(), gap_s=gap_s)
                 )
                 log.info("serving", data_dir=str(settings.data_dir.resolve()), port=settings.port)
                 yield

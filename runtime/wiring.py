@@ -267,6 +267,8 @@ async def open_worker_resources(settings: Settings, options: "WorkerOptions") ->
             resources.hold = RedisWriterHold(state.redis)
             resources.caught_up = _log_written(settings)
             resources.erase_warehouse = functools.partial(warehouse_erasure.erase_users, warehouse)
+            if settings.erasure_round_gap_s is not None:
+                resources.erasure_gap_s = settings.erasure_round_gap_s
     except BaseException:
         await resources.close()
         raise
@@ -282,6 +284,7 @@ def _log_written(settings: Settings) -> Callable[[], Awaitable[None]]:
     from rewards.adapters.production.kafka_lag import KafkaLag
 
     async def caught_up() -> None:
+        await asyncio.sleep(settings.erasure_publish_grace_s)
         lag = await KafkaLag.start(settings.kafka_bootstrap_servers, settings.worker_group_id)
         try:
             ends = await lag.ends()

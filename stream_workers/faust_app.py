@@ -107,6 +107,7 @@ class Resources:
     hold: WriterHold | None = None
     caught_up: Callable[[], Awaitable[None]] | None = None  # returns once what the log holds now is written
     erase_warehouse: EraseWarehouse | None = None  # the warehouse's half of an erasure round
+    erasure_gap_s: float = 300.0  # the least time between two of this process's erasure rounds
 
     async def close(self) -> None:
         for resource in (self.dead_letters, self.plans, self.warehouse, self.state, self.hold):
@@ -217,7 +218,12 @@ def _erasing(resources: Resources) -> asyncio.Task | None:
         return None
     return asyncio.create_task(
         run_erasures(
-            resources.state, resources.erase_warehouse, resources.hold.held, asyncio.Event(), resources.caught_up
+            resources.state,
+            resources.erase_warehouse,
+            resources.hold.held,
+            asyncio.Event(),
+            resources.caught_up,
+            resources.erasure_gap_s,
         )
     )
 

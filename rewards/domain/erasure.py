@@ -62,8 +62,23 @@ def rewrite_document(value: object, renames: Mapping[str, str]) -> object:
     if isinstance(value, list):
         return [rewrite_document(item, renames) for item in value]
     if isinstance(value, dict):
-        return {renames.get(key, key): rewrite_document(item, renames) for key, item in value.items()}
+        rewritten = {renames.get(key, key): rewrite_document(item, renames) for key, item in value.items()}
+        if any(isinstance(item, str) and item in renames for item in value.values()):
+            rewritten = _without_proofs(rewritten)  # a record of the user (a code use): their signature goes too
+        return rewritten
     return value
+
+
+# What a user signed (API.md §7's signature fields): a signature gives its signer's address back, and the message
+# names them; kept with a code use or a code for the record, dropped once the user is erased.
+PROOF_KEYS = ("signature", "signature_message", "signature_public_key")
+
+
+def _without_proofs(document: dict) -> dict:
+    kept = {key: item for key, item in document.items() if key not in PROOF_KEYS}
+    if isinstance(kept.get("proof"), dict):
+        kept["proof"] = {key: item for key, item in kept["proof"].items() if key not in PROOF_KEYS}
+    return kept
 
 
 def document_renames(renames: Mapping[User, User]) -> dict[str, str]:

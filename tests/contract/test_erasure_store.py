@@ -21,7 +21,7 @@ def test_has_the_port(store: StateStore):
 
 
 async def pending_of(store: StateStore, pid: str) -> dict[User, Erasure]:
-    return {e.user: e for e in await store.pending_erasures(10_000) if e.project_id == pid}
+    return {e.user: e for e in await store.take_erasures(10_000) if e.project_id == pid}
 
 
 async def test_one_pending_request_per_user_then_done_without_the_identifier(store: StateStore, pid, other_pid):
@@ -99,12 +99,20 @@ async def test_a_pseudonym_holding_data_takes_the_user_s_beside_its_own(store: S
     cap = Limits(caps={"point": (CapRule(("end_user",), 10, "all_time"),)})
     await store.allot(pid, "d1", cap, [_ask(1, 4, erased)])
     await store.block_user(pid, erased, None)
+    async with store.create_affiliate_code(pid, erased, "12345", None, {"signature": "0xsigned"}):
+        pass
     await store.erase_users(pid, {erased: pseudonym})
     await store.allot(pid, "d2", cap, [_ask(2, 3, erased)])  # back after the erasure, and erased again
     await store.block_user(pid, erased, None)
+    async with store.create_affiliate_code(pid, erased, "67890", None, {}):
+        pass
     await store.erase_users(pid, {erased: pseudonym})
     assert await store.blocklisted_among(pid, [erased, pseudonym]) == {pseudonym}
+    # The caps' counters add up (4 + 3 of 10); a code keeps its name (a numeric one is no counter).
     assert await store.allot(pid, "d3", cap, [_ask(3, 9, pseudonym)]) == [Grant(3, Rejection.CAP_EXCEEDED)]
+    assert sorted(await store.codes_of(pid, [pseudonym]) or {}) == [pseudonym]
+    assert sorted((await store.codes_of(pid, [pseudonym]))[pseudonym]) == ["12345", "67890"]
+    assert (await store.get_code(pid, "12345")).owner == (await store.get_code(pid, "67890")).owner == pseudonym
 
 
 def _ask(n: int, units: int, who: User) -> Ask:

@@ -18,7 +18,13 @@ from rewards.web.routing import service_for
 from runtime.wiring import open_embedded_state
 
 # Claim checks expire within half a second of their time (tests/ingest_api/test_claim_expiry.py), not a minute.
-FAST_SWEEPS = {"REWARDS_CLAIM_EXPIRY_SWEEP_S": "0.5"}
+FAST_SWEEPS = {
+    "REWARDS_CLAIM_EXPIRY_SWEEP_S": "0.5",
+    # Erasure rounds as soon as a request waits (tests/ingest_api/test_erasures.py), and no wait for publishes in flight
+    # (the tests' edges answer before a round begins).
+    "REWARDS_ERASURE_ROUND_GAP_S": "0",
+    "REWARDS_ERASURE_PUBLISH_GRACE_S": "0",
+}
 
 
 def free_port() -> int:

@@ -145,11 +145,11 @@ CREATE TABLE IF NOT EXISTS webhook_queued (
 CREATE TABLE IF NOT EXISTS webhook_failing (
     endpoint_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, since_ms INTEGER NOT NULL);
 -- Erasures (API.md §11): each project's salt of its pseudonyms (rewards.domain.erasure), and the requests: the user
--- while pending (user_id NULL once done), its pseudonym; a finished one kept 35 days for its status.
+-- while pending (user_id NULL once done), its pseudonym, when a round took it; a finished one kept 35 days.
 CREATE TABLE IF NOT EXISTS erasure_salts (project_id TEXT PRIMARY KEY, salt BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS erasures (
     project_id TEXT NOT NULL, id TEXT NOT NULL, user_type TEXT NOT NULL, user_id TEXT, pseudonym TEXT NOT NULL,
-    requested_ms INTEGER NOT NULL, done_ms INTEGER, PRIMARY KEY (project_id, id)) WITHOUT ROWID;
+    requested_ms INTEGER NOT NULL, taken_ms INTEGER, done_ms INTEGER, PRIMARY KEY (project_id, id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS erasures_pending ON erasures (requested_ms) WHERE done_ms IS NULL;
 CREATE INDEX IF NOT EXISTS erasures_done ON erasures (done_ms) WHERE done_ms IS NOT NULL;
 """
@@ -188,6 +188,7 @@ _CODE_COLUMNS = (
     ("codes", "proof", "TEXT"),  # the signature fields of its last creation, rename or rebate change (JSON)
     ("codes", "updated_ms", "INTEGER"),  # its last rename or rebate change
     ("referrals", "use_id", "TEXT"),  # the use that made the referral (NULL: made before this column)
+    ("erasures", "taken_ms", "INTEGER"),  # when a round took the request (a data dir of 2026-11-29's first erasures)
 )
 _CODE_TABLES = """
 CREATE TABLE IF NOT EXISTS code_names (

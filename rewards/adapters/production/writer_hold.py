@@ -2,16 +2,18 @@
 stream_workers.erasures), on Redis, in a slot of its own (`{writers}`).
 
 A worker takes a lease before writing each delivery (`writing`): refused while the hold is set, so it waits; a lease
-ends when its write does, or after LEASE_MS if its process died. Whoever holds (`held`) sets the hold, then waits
-until no lease is left: from then on, and until it lets go, nothing writes the warehouse. The hold expires by itself
-after HOLD_MS, so a holder that dies never stops the pipeline for longer.
+ends when its write does. Whoever holds (`held`) sets the hold, then waits until no lease is left: from then on, and
+until it lets go, nothing writes the warehouse. Both are renewed every third of their time while their owner lives
+(LEASE_MS, HOLD_MS), so a dead worker's lease, or a dead holder's hold, ends within that time, and a live one never
+ends early; before each swap the holder confirms the hold is still its own (`Held.confirm`). Times are Redis's own
+clock (TIME), so the processes' clocks never matter.
 
 Why not a lock of the redis library: a reader-writer lock is what is needed (many writers at once, one holder
-excluding them all), with the writers' leases visible to the holder; it is two keys and two short scripts.
+excluding them all), with the writers' leases visible to the holder; it is two keys and a few short scripts.
 """
 
 import asyncio
-import time
+import contextlib
 import uuid
 from contextlib import asynccontextmanager
 
@@ -21,25 +23,31 @@ from rewards.ports import WritersHeldElsewhere
 
 HOLD = f"{PREFIX}:{{writers}}:hold"
 LEASES = f"{PREFIX}:{{writers}}:leases"
-LEASE_MS = 300_000  # longer than any delivery's write (a write retried for longer takes a new lease each try)
-HOLD_MS = 900_000  # an erasure of the largest warehouse holds a few minutes at most
+LEASE_MS = 60_000
+HOLD_MS = 60_000
 WAIT_S = 0.2
 
-# KEYS: the hold, the leases. ARGV: the lease's member, its end (ms), now (ms). 1: leased; 0: held, wait.
-_LEASE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+_NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)"
+# KEYS: the hold, the leases. ARGV: the lease's member, its time (ms). 1: leased (or renewed); 0: held, wait.
+_LEASE = f"""{_NOW}
+if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('ZSCORE', KEYS[2], ARGV[1]) == false then return 0 end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 return 1
 """
-# KEYS: the hold, the leases. ARGV: the holder's token, the hold's time (ms), now (ms). The leases still running (0:
-# none, so the hold is whole), or -1 when another holder has the hold.
-_HOLD = """
+# KEYS: the hold, the leases. ARGV: the holder's token, the hold's time (ms). The leases still running (0: none, so the
+# hold is whole), or -1 when another holder has the hold.
+_HOLD = f"""{_NOW}
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return -1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 return redis.call('ZCARD', KEYS[2])
+"""
+# KEYS: the hold. ARGV: the token, the hold's time (ms). 1: still the holder's (renewed), 0: lost.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -47,42 +55,78 @@ return 1
 """
 
 
+class HoldLost(WritersHeldElsewhere):
+    """The hold ended before the holder let go (Redis unreachable past HOLD_MS): what it did not swap yet is left."""
+
+
+class Held:
+    def __init__(self, renew):
+        self._renew = renew
+
+    async def confirm(self) -> None:
+        """Raise HoldLost unless the hold is still this holder's (and renew it)."""
+        if not await self._renew():
+            raise HoldLost("the writers' hold ended before the round did")
+
+
 class RedisWriterHold:
     def __init__(self, redis: RedisClient):
         self._redis = redis
         self._lease = redis.register_script(_LEASE)
         self._hold = redis.register_script(_HOLD)
+        self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
     @asynccontextmanager
     async def writing(self):
-        """A worker's lease for one delivery's write: waits while the writers are held."""
+        """A worker's lease for one delivery's write: waits while the writers are held; renewed while it writes."""
         member = uuid.uuid4().hex
-        while not await self._lease(keys=[HOLD, LEASES], args=[member, _ms() + LEASE_MS, _ms()]):
+        while not await self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]):
             await asyncio.sleep(WAIT_S)
+        renewing = asyncio.create_task(
+            self._every(LEASE_MS, lambda: self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]))
+        )
         try:
             yield
         finally:
+            await _stop(renewing)
             await self._redis.zrem(LEASES, member)
 
     @asynccontextmanager
     async def held(self, wait_s: float = 60.0):
-        """Every writer held still until the block ends; WritersHeldElsewhere if another holder has them,
-        TimeoutError if the writes under way did not end within `wait_s` (the hold is let go either way)."""
+        """Every writer held still until the block ends (it gets a Held, to confirm the hold before each step that must
+        not run without it); WritersHeldElsewhere if another holder has them, TimeoutError if the writes under way did
+        not end within `wait_s` (the hold is let go either way)."""
         token = uuid.uuid4().hex
+        renewing = None
         try:
             async with asyncio.timeout(wait_s):
-                while (running := await self._hold(keys=[HOLD, LEASES], args=[token, HOLD_MS, _ms()])) != 0:
+                while (running := await self._hold(keys=[HOLD, LEASES], args=[token, HOLD_MS])) != 0:
                     if running == -1:
                         raise WritersHeldElsewhere
                     await asyncio.sleep(WAIT_S)
-            yield
+
+            async def renew() -> bool:
+                return await self._renew(keys=[HOLD], args=[token, HOLD_MS]) == 1
+
+            renewing = asyncio.create_task(self._every(HOLD_MS, renew))
+            yield Held(renew)
         finally:
+            await _stop(renewing)
             await self._release(keys=[HOLD], args=[token])
+
+    async def _every(self, period_ms: int, renew) -> None:
+        while True:
+            await asyncio.sleep(period_ms / 3000)
+            with contextlib.suppress(Exception):  # a renewal missed is tried again; confirm() says if it was lost
+                await renew()
 
     async def close(self) -> None:
         return None  # the client is the state store's, closed with it
 
 
-def _ms() -> int:
-    return int(time.time() * 1000)
+async def _stop(task: asyncio.Task | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

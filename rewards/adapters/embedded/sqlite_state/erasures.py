@@ -49,7 +49,8 @@ class SqliteErasureStore(SqliteStateBase):
     async def request_erasure(self, project_id: str, user: User) -> str:
         def request(c: sqlite3.Connection) -> str:
             pending = c.execute(
-                "SELECT id FROM erasures WHERE project_id = ? AND user_type = ? AND user_id = ? AND done_ms IS NULL",
+                "SELECT id FROM erasures WHERE project_id = ? AND user_type = ? AND user_id = ? AND done_ms IS NULL"
+                " AND taken_ms IS NULL",
                 (project_id, user.identifier_type, user.identifier),
             ).fetchone()
             if pending is not None:
@@ -75,14 +76,20 @@ class SqliteErasureStore(SqliteStateBase):
         )
         return None if row is None else "pending" if row["done_ms"] is None else "done"
 
-    async def pending_erasures(self, limit: int) -> list[Erasure]:
-        rows = await self._db.run(
-            lambda c: c.execute(
+    async def take_erasures(self, limit: int) -> list[Erasure]:
+        def take(c: sqlite3.Connection) -> list:
+            rows = c.execute(
                 "SELECT project_id, id, user_type, user_id, pseudonym, requested_ms FROM erasures"
                 " WHERE done_ms IS NULL ORDER BY requested_ms LIMIT ?",
                 (limit,),
             ).fetchall()
-        )
+            c.executemany(
+                "UPDATE erasures SET taken_ms = ? WHERE project_id = ? AND id = ? AND taken_ms IS NULL",
+                [(now_ms(), r["project_id"], r["id"]) for r in rows],
+            )
+            return rows
+
+        rows = await self._db.run(take)
         return [
             Erasure(
                 r["project_id"], r["id"], User(r["user_id"], r["user_type"]),
@@ -148,6 +155,12 @@ def _rename_columns(c: sqlite3.Connection, project_id: str) -> None:
                 " (SELECT type, old FROM temp.erasing)",
                 (project_id,),
             )
+    for table, type_column, id_column in (("codes", "owner_type", "owner_id"), ("code_uses", "user_type", "user_id")):
+        c.execute(  # what the user signed (a signature gives the address back): dropped (erasure.PROOF_KEYS)
+            f"UPDATE {table} SET proof = '{{}}' WHERE project_id = ? AND ({type_column}, {id_column}) IN"
+            " (SELECT type, new FROM temp.erasing)",
+            (project_id,),
+        )
     c.execute(  # an affiliate's id is `<type>:<identifier>` (ingest_api.affiliates)
         "UPDATE affiliates SET id = user_type || ':' || user_id WHERE project_id = ? AND (user_type, user_id) IN"
         " (SELECT type, new FROM temp.erasing)",

@@ -10,11 +10,13 @@ filters, configuration), whatever the number of users in the batch; the values o
 pipelined round trip per kind (the project's big hashes field by field, by HSCAN), and rewritten, each atomically by a
 compare-and-set script (the value must still be what was read, else it is read again): key names
 ending in a user (`owner_codes:`, `user_events:`, `track_ids:`, `al:hist:…|<user>`, `debt:…|<user>`) renamed, merged
-into the pseudonym's if it has one; hash fields and sorted-set members that are a user (affiliates, referrals,
-blocklist, caps' counters, …) renamed; every JSON value (claim checks, held payouts, code uses, webhook deliveries,
-stored answers, outbox records) with the identifiers replaced (rewards.domain.erasure.rewrite_document). Unlike the
-SQLite adapter's one transaction, a reader may see part of it for the pass's moment; the workers are held meanwhile
-(stream_workers.erasures), and each key is whole at every moment.
+into the pseudonym's if it has one (sets and sorted sets: their union, the longer time to live; a debt: the sum);
+hash fields and sorted-set members that are a user (affiliates, referrals, blocklist, caps' counters, …) renamed,
+meeting the pseudonym's own (a user erased before, back since): caps' counters add up, anything else keeps the
+pseudonym's; every JSON value (claim checks, held payouts, code uses, webhook deliveries, stored answers, outbox
+records) with the identifiers replaced (rewards.domain.erasure.rewrite_document), and what the user signed dropped.
+Unlike the SQLite adapter's one transaction, a reader may see part of it for the pass's moment; the workers are held
+meanwhile (stream_workers.erasures), and each key is whole at every moment.
 """
 
 import json
@@ -73,6 +75,23 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
 return ARGV[1]
 """
+_TAKE = """
+-- KEYS: requests, pending, by_user. ARGV: how many, the unit separator. The oldest pending requests (JSON, each with
+-- its member), each taken: its user's by_user entry dropped, so that a request made after this is a new one.
+local taken = {}
+for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)) do
+  local stored = redis.call('HGET', KEYS[1], member)
+  if stored then
+    local request = cjson.decode(stored)
+    local project = string.sub(member, 1, string.find(member, ARGV[2], 1, true) - 1)
+    local field = project .. ARGV[2] .. request['type'] .. ':' .. request['identifier']
+    if redis.call('HGET', KEYS[3], field) == member then redis.call('HDEL', KEYS[3], field) end
+    table.insert(taken, member)
+    table.insert(taken, stored)
+  end
+end
+return taken
+"""
 _FINISH = """
 -- KEYS: requests, pending, by_user, done. ARGV: now, kept (ms), then per request: member, by_user field.
 for i = 3, #ARGV, 2 do
@@ -84,7 +103,7 @@ for i = 3, #ARGV, 2 do
     redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(request))
   end
   redis.call('ZREM', KEYS[2], ARGV[i])
-  redis.call('HDEL', KEYS[3], ARGV[i + 1])
+  if redis.call('HGET', KEYS[3], ARGV[i + 1]) == ARGV[i] then redis.call('HDEL', KEYS[3], ARGV[i + 1]) end
   redis.call('ZADD', KEYS[4], ARGV[1], ARGV[i])
 end
 local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]), 'LIMIT', 0, 256)
@@ -93,24 +112,26 @@ return #old
 """
 # Compare-and-set of one key's part. ARGV[1]: the kind. KEYS[1]: the key (KEYS[2]: a renamed key's new name).
 _SWAP = """
+-- A compare-and-set of one part of a key (KEYS[1]; a renamed key's new name KEYS[2]): 0 when it is no longer as read
+-- (the caller reads it again), 1 when done. ARGV[1]: the kind.
 local kind = ARGV[1]
 if kind == 'string' then
+  -- ARGV: old value, new value
   if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
   redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
 elseif kind == 'field' then
-  -- ARGV: old field, old value, new field, new value, merge ('add': the new field's number plus this one's)
+  -- ARGV: old field, old value, new field, new value, the new field's value as read ('' none): the new value is the
+  -- caller's merge of both when the new field holds one already (a counter's sum, or the pseudonym's own)
   if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
-  local theirs = redis.call('HGET', KEYS[1], ARGV[4])
-  if ARGV[2] ~= ARGV[4] then redis.call('HDEL', KEYS[1], ARGV[2]) end
-  if theirs and ARGV[2] ~= ARGV[4] then
-    if ARGV[6] == 'add' then return {'add', theirs} end
-    return 1
+  if ARGV[2] ~= ARGV[4] then
+    if (redis.call('HGET', KEYS[1], ARGV[4]) or '') ~= ARGV[6] then return 0 end
+    redis.call('HDEL', KEYS[1], ARGV[2])
   end
   redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
 elseif kind == 'member' then
   -- ARGV: old member, new member
   local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
-  if not score then return 0 end
+  if not score then return 1 end
   redis.call('ZREM', KEYS[1], ARGV[2])
   redis.call('ZADD', KEYS[1], 'NX', score, ARGV[3])
 elseif kind == 'item' then
@@ -118,14 +139,22 @@ elseif kind == 'item' then
   if redis.call('LINDEX', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
   redis.call('LSET', KEYS[1], ARGV[2], ARGV[4])
 elseif kind == 'rename' then
-  -- a key named after a user: renamed, or merged into the pseudonym's (sets and sorted sets) when it has one
+  -- a key named after a user: renamed; merged into the pseudonym's when it has one (sets and sorted sets: their union,
+  -- keeping the longer of their times to live); a string (a debt's units) is answered, for the caller's 'sum'
   local kind_of = redis.call('TYPE', KEYS[1])['ok']
   if kind_of == 'none' then return 1 end
   if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2]); return 1 end
+  if kind_of == 'string' then return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])} end
+  local mine, theirs = redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])
   if kind_of == 'zset' then redis.call('ZUNIONSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'AGGREGATE', 'MAX')
   elseif kind_of == 'set' then redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1])
-  elseif kind_of == 'string' then return {'add', redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
-  end
+  else return redis.error_reply('erasure: cannot merge a ' .. kind_of) end
+  if mine >= 0 and theirs >= 0 then redis.call('PEXPIRE', KEYS[2], math.max(mine, theirs)) end
+  redis.call('DEL', KEYS[1])
+elseif kind == 'sum' then
+  -- ARGV: the renamed key's value as read, the new name's as read, their sum
+  if redis.call('GET', KEYS[1]) ~= ARGV[2] or redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+  redis.call('SET', KEYS[2], ARGV[4], 'KEEPTTL')
   redis.call('DEL', KEYS[1])
 end
 return 1
@@ -143,7 +172,8 @@ class RedisErasureStore(RedisStateBase):
         scripts = getattr(self, "_erasure_script_cache", None)
         if scripts is None:
             register = self._redis.register_script
-            scripts = self._erasure_script_cache = (register(_REQUEST), register(_FINISH), register(_SWAP))
+            scripts = (register(_REQUEST), register(_FINISH), register(_SWAP), register(_TAKE))
+            self._erasure_script_cache = scripts
         return scripts
 
     async def request_erasure(self, project_id: str, user: User) -> str:
@@ -166,16 +196,12 @@ class RedisErasureStore(RedisStateBase):
             return None
         return "pending" if json.loads(stored)["done_ms"] is None else "done"
 
-    async def pending_erasures(self, limit: int) -> list[Erasure]:
-        members = await self._redis.zrange(_slot_key("pending"), 0, limit - 1)
-        if not members:
-            return []
-        stored = await self._redis.hmget(_slot_key("requests"), members)
+    async def take_erasures(self, limit: int) -> list[Erasure]:
+        keys = [_slot_key("requests"), _slot_key("pending"), _slot_key("by_user")]
+        flat = await self._erasure_scripts()[3](keys=keys, args=[limit, _US])
         found = []
-        for member, text in zip(members, stored, strict=True):
-            if text is None:
-                continue
-            project_id, erasure_id = (member.decode() if isinstance(member, bytes) else member).split(_US, 1)
+        for member, text in zip(flat[::2], flat[1::2], strict=True):
+            project_id, erasure_id = _text(member).split(_US, 1)
             r = json.loads(text)
             user = User(r["identifier"], r["type"])
             found.append(Erasure(project_id, erasure_id, user, User(r["pseudonym"], r["type"]), r["requested_ms"]))
@@ -226,10 +252,15 @@ class RedisErasureStore(RedisStateBase):
         small = by_kind.get("small hash", [])
         for key, fields in zip(small, await self._each(small, lambda pipe, key: pipe.hgetall(key)), strict=True):
             for field, value in fields.items():
-                await self._rewrite_field(key, _text(field), value, texts)
+                await self._rewrite_field(key, _text(field), value, texts, counters=False)
+            owner = fields.get(b"owner", fields.get("owner"))
+            if owner is not None and erasure.renamed_field(_text(owner), texts) is not None:
+                await self._redis.hdel(key, "proof")  # what the owner signed: dropped (erasure.PROOF_KEYS)
         for key in by_kind.get("hash", []):
+            tail = key[len(prefix) :]
+            counters = tail == "al:total" or tail.startswith("al:month:")
             async for field, value in self._redis.hscan_iter(key, count=_SCAN_COUNT):
-                await self._rewrite_field(key, _text(field), value, texts)
+                await self._rewrite_field(key, _text(field), value, texts, counters)
         for key in by_kind.get("zset", []):
             async for member, _ in self._redis.zscan_iter(key, count=_SCAN_COUNT):
                 if (new := erasure.renamed_field(_text(member), texts)) is not None:
@@ -269,12 +300,22 @@ class RedisErasureStore(RedisStateBase):
         raise StateChanging(f"erasure: {key} kept changing")
 
     async def _rename_key(self, key: str, renamed: str) -> None:
-        answer = await self._erasure_scripts()[2](keys=[key, renamed], args=["rename"])
-        if isinstance(answer, list):  # two counters of units (debts): their sum under the pseudonym
-            await self._redis.set(renamed, str(int(answer[1]) + int(answer[2])), keepttl=True)
-            await self._redis.delete(key)
+        for _ in range(_ATTEMPTS):
+            answer = await self._swap_pair(key, renamed, ["rename"])
+            if not isinstance(answer, list):
+                return
+            mine, theirs = (_text(value) for value in answer)  # two debts of one currency: one, their sum
+            if await self._swap_pair(key, renamed, ["sum", mine, theirs, str(int(mine) + int(theirs))]) == 1:
+                return
+        raise StateChanging(f"erasure: {key} kept changing")
 
-    async def _rewrite_field(self, key: str, field: str, value, texts: Mapping[str, str]) -> None:
+    async def _swap_pair(self, key: str, renamed: str, args: list):
+        return await self._erasure_scripts()[2](keys=[key, renamed], args=args)
+
+    async def _rewrite_field(self, key: str, field: str, value, texts: Mapping[str, str], counters: bool) -> None:
+        """One field of a hash: renamed if it is a user (or ends in one), its value rewritten if it names one. A
+        renamed field meeting the pseudonym's own: a counter (`counters`: caps' units) adds into it, anything else
+        keeps the pseudonym's."""
         new_field = erasure.renamed_counter(field, texts) or erasure.renamed_field(field, texts)
         for _ in range(_ATTEMPTS):
             if value is None:
@@ -283,12 +324,12 @@ class RedisErasureStore(RedisStateBase):
             new_value = erasure.renamed_text(value, texts)
             if new_field is None and new_value is None:
                 return
-            merge = "add" if value.lstrip("-").isdigit() else ""
-            args = ["field", field, value, new_field or field, new_value or value, merge]
-            answer = await self._swap(key, args)
-            if isinstance(answer, list):  # a counter the pseudonym has too (caps' counters, past 64 bits): summed
-                await self._redis.hset(key, new_field, str(int(answer[1]) + int(value)))
-            if answer != 0:
+            theirs = None if new_field is None else await self._redis.hget(key, new_field)
+            if theirs is not None:
+                theirs = _text(theirs)
+                new_value = str(int(theirs) + int(value)) if counters else theirs
+            args = ["field", field, value, new_field or field, new_value or value, theirs or ""]
+            if await self._swap(key, args) == 1:
                 return
             value = await self._redis.hget(key, field)
         raise StateChanging(f"erasure: {key} kept changing")

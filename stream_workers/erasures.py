@@ -62,16 +62,17 @@ async def erase_pending(
     async with hold() as held:
         # Another process may have finished some of them while this one waited for the log and the hold.
         pending = [e for e in taken if await state.erasure_status(e.project_id, e.id) == "pending"]
+        if not pending:
+            return 0
         tables = await erase_warehouse(
             {(e.project_id, e.user): e.pseudonym for e in pending}, getattr(held, "confirm", None)
         )
         for project_id, renames in _by_project(pending).items():
             await state.erase_users(project_id, renames)
     await state.finish_erasures(pending)
-    if pending:
-        SECONDS.observe(time.monotonic() - started)
-        ERASED.inc(len(pending))
-        log.info("users erased", users=len(pending), tables=len(tables), seconds=round(time.monotonic() - started, 3))
+    SECONDS.observe(time.monotonic() - started)
+    ERASED.inc(len(pending))
+    log.info("users erased", users=len(pending), tables=len(tables), seconds=round(time.monotonic() - started, 3))
     return len(pending)
 
 

@@ -3,16 +3,12 @@ written into every table that can name one (and through them every view), in two
 no column of any table holds the identifier for that project, in any form, and the other project's rows are as they
 were."""
 
-import uuid
-
 import pytest
 
 from rewards.adapters import warehouse_erasure
-from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
-from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
-from rewards.devengines import clickhouse
 from rewards.domain import erasure
 from rewards.domain.payouts import User
+from tests.support.warehouses import migrated_warehouse
 
 USER = User("0x" + "ab" * 20, "evm_address")
 ERASED_IN, KEPT_IN = "p_erased", "p_kept"
@@ -20,18 +16,7 @@ ERASED_IN, KEPT_IN = "p_erased", "p_kept"
 
 @pytest.fixture(scope="module", params=["chdb", "clickhouse"])
 async def warehouse(request, tmp_path_factory):
-    if request.param == "chdb":
-        warehouse = ChdbWarehouse(tmp_path_factory.mktemp("erasure") / "warehouse")
-    else:
-        import clickhouse_connect
-
-        url = request.getfixturevalue("clickhouse_url")  # under CI=true, no server is a failure, not a skip
-        database = f"erasure_{uuid.uuid4().hex[:10]}"
-        admin = clickhouse.connect(url)
-        admin.command(f"CREATE DATABASE {database}")
-        admin.close()
-        warehouse = ClickHouseWarehouse(await clickhouse_connect.get_async_client(dsn=url, database=database))
-    await warehouse.migrate()
+    warehouse = await migrated_warehouse(request.param, request, tmp_path_factory.mktemp("erasure") / "wh", "erasure")
     yield warehouse
     await warehouse.close()
 

@@ -19,13 +19,12 @@ from urllib.parse import quote
 import orjson
 import pytest
 
-from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
-from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
 from rewards.devengines import clickhouse
 from rewards.domain.timestamps import format_timestamp
 from tests.conftest import SERVICE, evm
 from tests.ingest_api.test_claim_checks import SIGNER_KEY, TOKEN_CONFIG, USDC
 from tests.support.harness import Api, eventually
+from tests.support.warehouses import migrated_warehouse
 
 # What the escaped format reads specially (alone, at the end, combined), and text that only looks dangerous.
 NASTY = [
@@ -40,18 +39,8 @@ NASTY = [
 @pytest.fixture(scope="module", params=["chdb", "clickhouse"])
 async def warehouse(request, tmp_path_factory):
     """A migrated warehouse of each adapter: in-process chdb, and a ClickHouse server (in a database of its own)."""
-    if request.param == "chdb":
-        warehouse = ChdbWarehouse(tmp_path_factory.mktemp("escaping") / "warehouse")
-    else:
-        import clickhouse_connect
-
-        url = request.getfixturevalue("clickhouse_url")  # under CI=true, no server is a failure, not a skip
-        database = f"escaping_{uuid.uuid4().hex[:10]}"
-        admin = clickhouse.connect(url)
-        admin.command(f"CREATE DATABASE {database}")
-        admin.close()
-        warehouse = ClickHouseWarehouse(await clickhouse_connect.get_async_client(dsn=url, database=database))
-    await warehouse.migrate()
+    folder = tmp_path_factory.mktemp("escaping") / "warehouse"
+    warehouse = await migrated_warehouse(request.param, request, folder, "escaping")
     yield warehouse
     await warehouse.close()
 

@@ -6,6 +6,9 @@ as it was; a user erased after coming back has one pseudonym still; the 400s, 40
 import csv
 import io
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -173,3 +176,52 @@ def test_bad_requests_and_unknown_erasures(erased, server):
     wait_done(first, erasure_id)
     standard.close()
     other.close()
+
+
+def test_every_figure_stays_exact_while_events_flow_through_a_round(server):
+    """Batches of other users written while a round copies and swaps the tables (the writers held meanwhile): none
+    is lost or counted twice, in the raw rows (the export) nor in the aggregates the views fed (the summary)."""
+    admin = Admin(server)
+    project = admin.project()
+    api = Api(server, admin.key(project, "service_role"), project)
+    assert api.put("/projects/config", json=CONFIG).status_code == 200
+    assert api.post("/events/batch", json={"events": [purchase("mine", BUYER)]}).status_code == 200
+    eventually(lambda: _equal(points(api, BUYER), "10"), timeout_s=30)
+    senders = [Api(server, admin.key(project, "service_role"), project) for _ in range(3)]  # 10 batches a minute each
+    erased = threading.Event()
+
+    def flow() -> int:
+        """Batches of 25 other users' purchases, one every 0.1 s, from before the request until after the round."""
+        batches = 0
+        while batches < 2 or not erased.is_set():
+            assert batches < 30, "the round took too long"
+            events = [
+                purchase(f"flow-{batches}-{i}", "0x" + format(1000 + batches * 25 + i, "040x")) for i in range(25)
+            ]
+            answer = senders[batches % 3].post("/events/batch", json={"events": events})
+            assert answer.status_code == 200, answer.text
+            batches += 1
+            time.sleep(0.1)
+        return batches
+
+    with ThreadPoolExecutor(1) as pool:
+        flowing = pool.submit(flow)
+        erasure_id = erase(api, BUYER)
+        wait_done(api, erasure_id)
+        erased.set()
+        batches = flowing.result(timeout=120)
+    expected = str(10 * (1 + 25 * batches))
+
+    def settled() -> None:
+        assert api.get("/payouts/summary", params={"currency": "point"}).json() == {"total_payouts": expected}
+        rows = list(csv.DictReader(io.StringIO(api.get("/exports/payouts", params={"format": "csv"}).text)))
+        assert sum(int(row["amount"]) for row in rows) == int(expected) and len(rows) == 1 + 25 * batches
+        assert BUYER not in {row["user_identifier"] for row in rows}
+
+    eventually(settled, timeout_s=60)
+    for each in (*senders, api):
+        each.close()
+
+
+def _equal(found: str, expected: str) -> None:
+    assert found == expected

@@ -492,7 +492,8 @@ class WriterHold(Protocol):
     its one worker with a lock): rewards.adapters.production.writer_hold."""
 
     def writing(self) -> AbstractAsyncContextManager:
-        """A writer's lease for one write: waits while the writers are held."""
+        """A writer's lease for one write (its `check()` raises once the lease may be gone: no insert after that):
+        waits while the writers are held."""
 
     def held(self) -> AbstractAsyncContextManager:
         """Every writer still until the block ends (WritersHeldElsewhere: another holder has them)."""

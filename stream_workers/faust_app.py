@@ -212,6 +212,21 @@ def build_app(
     return app
 
 
+class _Leased:
+    """The warehouse, each insert made only while the write's lease holds (rewards.adapters.production.writer_hold:
+    a lease gone stale raises before the insert, and the delivery is retried under a new one)."""
+
+    def __init__(self, warehouse: Warehouse, lease):
+        self._warehouse, self._lease = warehouse, lease
+
+    async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
+        self._lease.check()
+        await self._warehouse.insert(table, rows, dedup_token)
+
+    def __getattr__(self, name: str):
+        return getattr(self._warehouse, name)
+
+
 def _erasing(resources: Resources) -> asyncio.Task | None:
     """Every worker process runs the erasure rounds; one at a time holds the writers (the others find it held)."""
     if resources.hold is None or resources.erase_warehouse is None:
@@ -302,10 +317,13 @@ class Pipeline:
 
         async def write():
             resources = self._resources
-            async with resources.hold.writing() if resources.hold is not None else contextlib.nullcontext():
+            # While an erasure holds the writers, this waits; each insert checks the write's lease (_Leased).
+            holding = resources.hold.writing() if resources.hold is not None else contextlib.nullcontext()
+            async with holding as lease:
+                warehouse = resources.warehouse if lease is None else _Leased(resources.warehouse, lease)
                 with LATENCY.time():
                     return await process_delivery(
-                        batch.delivery, resources.state, resources.warehouse, resources.dead_letters, resources.window_s
+                        batch.delivery, resources.state, warehouse, resources.dead_letters, resources.window_s
                     )
 
         waiting = _Wait(batch, self._app.consumer)

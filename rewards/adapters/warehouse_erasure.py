@@ -8,7 +8,8 @@ Which columns name a user is read from the schema itself, so a table added later
 - `id` beside `user_identifier`: an affiliate's id, `<type>:<identifier>`;
 - `signature`, `signature_message`, `signature_public_key` beside `user_identifier` (a tracking event's signed
   connect_wallet: the signature gives the address back): emptied on the erased users' rows;
-and by name, texts quoting identifiers (`_QUOTING`: a dead letter's record and reason, a held payout's row as JSON):
+and by name, texts quoting identifiers (`_QUOTING`: a dead letter's record and reason, a held payout's row as JSON;
+and every `args` and `metadata`, an event's own JSON):
 each quoted form of an erased user of the row's project replaced. Every rule keys on the row's project: another
 project's same identifier is another user, left alone.
 
@@ -69,6 +70,7 @@ _SETTINGS = "output_format_json_escape_forward_slashes = 0"
 # address back): emptied on the erased users' rows.
 _PROOFS = ("signature", "signature_message", "signature_public_key")
 # Texts that quote identifiers (a record set aside, why, a held payout's row as JSON): their quoted forms replaced.
+_FREE_FORM = {"args", "metadata"}  # an event's own JSON (API.md §3: metadata may name a referrer or an affiliate)
 _QUOTING = {("dead_letters", "payload"), ("dead_letters", "reason"), ("payout_decisions", "payout")}
 
 
@@ -102,7 +104,7 @@ def rewrite_of(table: str, columns: list[str], types: list[str], engine: str = "
         return None
     # A ReplacingMergeTree keeps the last row of a key by the order of its parts, which a copy made by several threads
     # does not keep: it is copied merged (FINAL: the rows a merge would keep, nothing else).
-    source = f"{table} FINAL" if engine.startswith("Replacing") else table
+    source = f"{table} FINAL" if "ReplacingMergeTree" in engine else table
     return Rewrite(table, tuple(columns), tuple(expressions), " OR ".join(touched), source)
 
 
@@ -119,7 +121,7 @@ def _renamed(column: str, column_type: str, columns: set[str], table: str) -> st
     if column.endswith("_key") and column_type == "UInt128":
         key = f"concat(project_id, '\\0', toString({column}))"
         return f"toUInt128(transform({key}, old_keys, new_keys, toString({column})))"
-    if (table, column) in _QUOTING:
+    if (table, column) in _QUOTING or (column in _FREE_FORM and column_type == "String"):
         return f"arrayFold((text, q) -> if(q.1 = project_id, replaceAll(text, q.2, q.3), text), quoted, {column})"
     return None
 

@@ -51,39 +51,30 @@ def is_pseudonym(identifier: str) -> bool:
     return identifier.startswith(PREFIX)
 
 
-def rewrite_document(value: object, renames: Mapping[str, str]) -> object:
-    """A JSON document (a stored record, a webhook's body, a dead letter) with every string that is exactly an erased
-    identifier replaced by its pseudonym, at any depth. By the identifier alone: the types' forms never overlap (an
-    email holds an @, an EVM address is 0x and 40 hex digits, …), so an identifier names one user of a project."""
-    if isinstance(value, str):
-        if value[:1] in ("{", "[") and (text := rewrite_json_text(value, renames)) is not None:
-            return text  # a document kept as text inside another (a webhook's body, a stored answer)
-        return renames.get(value, value)
-    if isinstance(value, list):
-        return [rewrite_document(item, renames) for item in value]
-    if isinstance(value, dict):
-        rewritten = {renames.get(key, key): rewrite_document(item, renames) for key, item in value.items()}
-        if any(isinstance(item, str) and item in renames for item in value.values()):
-            rewritten = _without_proofs(rewritten)  # a record of the user (a code use): their signature goes too
-        return rewritten
-    return value
-
-
 # What a user signed (API.md §7's signature fields): a signature gives its signer's address back, and the message
 # names them; kept with a code use or a code for the record, dropped once the user is erased.
 PROOF_KEYS = ("signature", "signature_message", "signature_public_key")
 
 
-def _without_proofs(document: dict) -> dict:
-    kept = {key: item for key, item in document.items() if key not in PROOF_KEYS}
-    if isinstance(kept.get("proof"), dict):
-        kept["proof"] = {key: item for key, item in kept["proof"].items() if key not in PROOF_KEYS}
+def _without_proofs(value: object, signers: set[str]) -> object:
+    """The document with the signature fields dropped from every object that names one of `signers` (a code use of
+    an erased user: its own `proof` too)."""
+    if isinstance(value, list):
+        return [_without_proofs(item, signers) for item in value]
+    if not isinstance(value, dict):
+        return value
+    kept = {key: _without_proofs(item, signers) for key, item in value.items()}
+    if any(isinstance(item, str) and item in signers for item in value.values()):
+        kept = {key: item for key, item in kept.items() if key not in PROOF_KEYS}
+        if isinstance(kept.get("proof"), dict):
+            kept["proof"] = {key: item for key, item in kept["proof"].items() if key not in PROOF_KEYS}
     return kept
 
 
 def document_renames(renames: Mapping[User, User]) -> dict[str, str]:
-    """What `rewrite_document` replaces: each identifier, and each `<type>:<identifier>` (an affiliate's id, a
-    stored user field)."""
+    """What `rewrite_json_text` replaces: each identifier, and each `<type>:<identifier>` (an affiliate's id, a
+    stored user field). By the identifier alone: the types' forms never overlap (an email holds an @, an EVM address is
+    0x and 40 hex digits, …), so an identifier names one user of a project."""
     texts = {}
     for user, renamed in renames.items():
         texts[user.identifier] = renamed.identifier
@@ -103,16 +94,31 @@ def quoted_renames(user: User, renamed: User) -> list[tuple[str, str]]:
 
 
 def rewrite_json_text(text: str | bytes, renames: Mapping[str, str]) -> str | None:
-    """`rewrite_document` of a JSON text; None when it names none of the identifiers (or is not JSON)."""
+    """A JSON text (a stored record, a webhook's body, an answer kept for an Idempotency-Key) with every string that
+    is exactly one of `renames` (document_renames) replaced, at any depth, and inside a JSON text kept as a string of
+    it (its quotes escaped); None when it names none of them. Replaced as text, never parsed and written again, so
+    everything else (numbers as written, key order, spacing) stays byte for byte; then what the users signed is
+    dropped (PROOF_KEYS), for which the document is parsed, if it holds a signature at all."""
     raw = text.decode() if isinstance(text, bytes) else text
-    if not any(identifier in raw for identifier in renames):
+    out = raw
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        quoted_old, quoted_new = orjson.dumps(old).decode(), orjson.dumps(new).decode()
+        out = out.replace(quoted_old, quoted_new)
+        out = out.replace(orjson.dumps(quoted_old).decode()[1:-1], orjson.dumps(quoted_new).decode()[1:-1])
+    if out == raw:
         return None
+    return _signatures_dropped(out, set(renames.values())) if '"signature' in out else out
+
+
+def _signatures_dropped(text: str, signers: set[str]) -> str:
     try:
-        document = orjson.loads(raw)
+        document = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return None
-    rewritten = rewrite_document(document, renames)
-    return None if rewritten == document else orjson.dumps(rewritten).decode()
+        return text
+    kept = _without_proofs(document, signers)
+    return text if kept == document else orjson.dumps(kept).decode()
 
 
 def renamed_field(field: str, texts: Mapping[str, str]) -> str | None:

@@ -12,6 +12,7 @@ from tests.support.warehouses import migrated_warehouse
 
 USER = User("0x" + "ab" * 20, "evm_address")
 ERASED_IN, KEPT_IN = "p_erased", "p_kept"
+JSON_TEXTS = (("dead_letters", "payload"), ("payout_decisions", "payout"))
 
 
 @pytest.fixture(scope="module", params=["chdb", "clickhouse"])
@@ -35,7 +36,7 @@ def _value(column: str, column_type: str, columns: set[str], table: str) -> str 
         return "concat('evm_address:', {user:String})"
     if column in ("signature", "signature_message", "signature_public_key"):
         return "concat('I confirm ', {user:String})"
-    if (table, column) in (("dead_letters", "payload"), ("payout_decisions", "payout")):
+    if (table, column) in JSON_TEXTS or column in ("args", "metadata"):
         return 'concat(\'{"u":"\', {user:String}, \'","t":"evm_address:\', {user:String}, \'"}\')'
     if (table, column) == ("dead_letters", "reason"):
         return "concat('invalid: input_value=''', {user:String}, '''')"

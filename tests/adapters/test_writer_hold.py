@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from rewards.adapters.production.redis_client import open_redis
-from rewards.adapters.production.writer_hold import HOLD, LEASES, RedisWriterHold
+from rewards.adapters.production.writer_hold import HOLD, LEASES, LeaseLost, RedisWriterHold
 from rewards.ports import WritersHeldElsewhere
 from tests.contract.support import redis_url  # noqa: F401 (fixture)
 
@@ -59,3 +59,25 @@ async def test_one_holder_at_a_time_and_a_write_that_never_ends_times_out(hold: 
                 pass
     async with hold.held(wait_s=1):  # a failed hold let go: the next one takes it
         pass
+
+
+async def test_a_lease_gone_unrenewed_stops_its_writes_before_the_holder_begins(hold: RedisWriterHold, monkeypatch):
+    """A worker cut off from Redis (its renewals never land): its lease's check fails after half the lease's time,
+    and the holder, finding the lease ended by its time, waits a whole lease more before it begins."""
+    from rewards.adapters.production import writer_hold
+
+    monkeypatch.setattr(writer_hold, "LEASE_MS", 400)
+
+    async def never(self, period_ms, renew):
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(RedisWriterHold, "_every", never)
+    loop = asyncio.get_running_loop()
+    async with hold.writing() as lease:
+        lease.check()  # fresh
+        started = loop.time()
+        async with hold.held(wait_s=5):
+            waited = loop.time() - started
+            with pytest.raises(LeaseLost):
+                lease.check()
+    assert waited >= 0.4 + 0.4 - 0.05  # the lease's own time, then a whole lease more

@@ -14,6 +14,7 @@ excluding them all), with the writers' leases visible to the holder; it is two k
 
 import asyncio
 import contextlib
+import time
 import uuid
 from contextlib import asynccontextmanager
 
@@ -34,14 +35,14 @@ if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('ZSCORE', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 return 1
 """
-# KEYS: the hold, the leases. ARGV: the holder's token, the hold's time (ms). The leases still running (0: none, so the
-# hold is whole), or -1 when another holder has the hold.
+# KEYS: the hold, the leases. ARGV: the holder's token, the hold's time (ms). {the leases still running (0: none, so
+# the hold is whole), the leases that ended by their time now}, or {-1, 0} when another holder has the hold.
 _HOLD = f"""{_NOW}
 local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return -1 end
+if holder and holder ~= ARGV[1] then return {{-1, 0}} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-return redis.call('ZCARD', KEYS[2])
+local pruned = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+return {{redis.call('ZCARD', KEYS[2]), pruned}}
 """
 # KEYS: the hold. ARGV: the token, the hold's time (ms). 1: still the holder's (renewed), 0: lost.
 _RENEW = """
@@ -55,8 +56,26 @@ return 1
 """
 
 
-class HoldLost(WritersHeldElsewhere):
-    """The hold ended before the holder let go (Redis unreachable past HOLD_MS): what it did not swap yet is left."""
+class HoldLost(Exception):
+    """The hold ended before the holder let go (Redis unreachable past HOLD_MS): what it did not swap yet is left, and
+    the round fails (it is retried)."""
+
+
+class LeaseLost(Exception):
+    """A worker's lease was not renewed for half its time (Redis unreachable, the process stalled): the holder may
+    count it gone soon, so the write stops here, to be retried under a new lease."""
+
+
+class Lease:
+    """A worker's lease on writing: `check()` before each write into the warehouse."""
+
+    def __init__(self):
+        self.renewed = time.monotonic()
+        self.lost = False
+
+    def check(self) -> None:
+        if self.lost or time.monotonic() - self.renewed > LEASE_MS / 2000:
+            raise LeaseLost("the writer's lease was not renewed in time")
 
 
 class Held:
@@ -79,37 +98,52 @@ class RedisWriterHold:
 
     @asynccontextmanager
     async def writing(self):
-        """A worker's lease for one delivery's write: waits while the writers are held; renewed while it writes."""
-        member = uuid.uuid4().hex
-        while not await self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]):
+        """A worker's lease for one delivery's write (a Lease, to check before each insert): waits while the writers
+        are held; renewed while it writes. A renewal refused (the lease pruned and the writers held) or missed for half
+        the lease's time makes the next check raise LeaseLost."""
+        member, lease = uuid.uuid4().hex, Lease()
+
+        async def renew() -> bool:
+            if await self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]) == 1:
+                lease.renewed = time.monotonic()
+                return True
+            lease.lost = True
+            return False
+
+        while not await renew():
+            lease.lost = False
             await asyncio.sleep(WAIT_S)
-        renewing = asyncio.create_task(
-            self._every(LEASE_MS, lambda: self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]))
-        )
+        renewing = asyncio.create_task(self._every(LEASE_MS, renew))
         try:
-            yield
+            yield lease
         finally:
             await _stop(renewing)
             await self._redis.zrem(LEASES, member)
 
     @asynccontextmanager
-    async def held(self, wait_s: float = 60.0):
+    async def held(self, wait_s: float = 60.0 + LEASE_MS / 1000):
         """Every writer held still until the block ends (it gets a Held, to confirm the hold before each step that must
         not run without it); WritersHeldElsewhere if another holder has them, TimeoutError if the writes under way did
-        not end within `wait_s` (the hold is let go either way)."""
+        not end within `wait_s` (the hold is let go either way). A lease that ended by its time (its worker dead or
+        cut off) is given LEASE_MS more before the block begins: a write it started while its lease held ends or fails
+        meanwhile (a worker stops writing once its lease went unrenewed for half that time: Lease.check)."""
         token = uuid.uuid4().hex
-        renewing = None
+
+        async def renew() -> bool:
+            return await self._renew(keys=[HOLD], args=[token, HOLD_MS]) == 1
+
+        renewing = asyncio.create_task(self._every(HOLD_MS, renew))
         try:
+            pruned = 0
             async with asyncio.timeout(wait_s):
-                while (running := await self._hold(keys=[HOLD, LEASES], args=[token, HOLD_MS])) != 0:
-                    if running == -1:
+                while (answer := await self._hold(keys=[HOLD, LEASES], args=[token, HOLD_MS]))[0] != 0:
+                    if answer[0] == -1:
                         raise WritersHeldElsewhere
+                    pruned += answer[1]
                     await asyncio.sleep(WAIT_S)
-
-            async def renew() -> bool:
-                return await self._renew(keys=[HOLD], args=[token, HOLD_MS]) == 1
-
-            renewing = asyncio.create_task(self._every(HOLD_MS, renew))
+                pruned += answer[1]
+            if pruned:
+                await asyncio.sleep(LEASE_MS / 1000)
             yield Held(renew)
         finally:
             await _stop(renewing)

@@ -14,7 +14,7 @@ into the pseudonym's if it has one (sets and sorted sets: their union, the longe
 hash fields and sorted-set members that are a user (affiliates, referrals, blocklist, caps' counters, …) renamed,
 meeting the pseudonym's own (a user erased before, back since): caps' counters add up, anything else keeps the
 pseudonym's; every JSON value (claim checks, held payouts, code uses, webhook deliveries, stored answers, outbox
-records) with the identifiers replaced (rewards.domain.erasure.rewrite_document), and what the user signed dropped.
+records) with the identifiers replaced (rewards.domain.erasure.rewrite_json_text), and what the user signed dropped.
 Unlike the SQLite adapter's one transaction, a reader may see part of it for the pass's moment; the workers are held
 meanwhile (stream_workers.erasures), and each key is whole at every moment.
 """

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # in them (an edge's publish, or its outbox relay's, within OUTBOX_DUE_S).
     erasure_round_gap_s: float | None = Field(None, ge=0, le=86400)
     erasure_publish_grace_s: float = Field(35.0, ge=0, le=600)
+    # A production worker's lease on writing a delivery (renewed every third of it): how long a worker that died
+    # mid-write holds an erasure round back (rewards.adapters.production.writer_hold).
+    worker_lease_s: float = Field(60.0, gt=0, le=3600)
     # How long a dedup_id is remembered (API.md §3): seen again after this, it is a new event. Also bounds
     # `GET /events/status?user_identifier…` (a user's event names are kept as long). Seconds or `35d`, `12h`.
     dedup_window: Duration = 35 * 86400.0

@@ -264,7 +264,7 @@ async def open_worker_resources(settings: Settings, options: "WorkerOptions") ->
         if options.state != "sqlite":  # erasures hold the writers of every worker process through Redis
             from rewards.adapters.production.writer_hold import RedisWriterHold
 
-            resources.hold = RedisWriterHold(state.redis)
+            resources.hold = RedisWriterHold(state.redis, int(settings.worker_lease_s * 1000))
             resources.caught_up = _log_written(settings)
             resources.erase_warehouse = functools.partial(warehouse_erasure.erase_users, warehouse)
             if settings.erasure_round_gap_s is not None:

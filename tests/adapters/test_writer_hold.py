@@ -64,9 +64,7 @@ async def test_one_holder_at_a_time_and_a_write_that_never_ends_times_out(hold: 
 async def test_a_lease_gone_unrenewed_stops_its_writes_before_the_holder_begins(hold: RedisWriterHold, monkeypatch):
     """A worker cut off from Redis (its renewals never land): its lease's check fails after half the lease's time,
     and the holder, finding the lease ended by its time, waits a whole lease more before it begins."""
-    from rewards.adapters.production import writer_hold
-
-    monkeypatch.setattr(writer_hold, "LEASE_MS", 400)
+    hold.lease_ms = 400
 
     async def never(self, period_ms, renew):
         await asyncio.Event().wait()
@@ -81,3 +79,28 @@ async def test_a_lease_gone_unrenewed_stops_its_writes_before_the_holder_begins(
             with pytest.raises(LeaseLost):
                 lease.check()
     assert waited >= 0.4 + 0.4 - 0.05  # the lease's own time, then a whole lease more
+
+
+async def test_a_dead_workers_lease_is_waited_for_without_holding_anyone(hold: RedisWriterHold, monkeypatch):
+    hold.lease_ms = 300
+
+    async def never(self, period_ms, renew):
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(RedisWriterHold, "_every", never)
+    async with hold.writing():  # its worker dies: never renewed, never let go
+        await asyncio.sleep(0.35)
+        holding = asyncio.create_task(_hold_briefly(hold))
+        await asyncio.sleep(0.1)
+        assert not await hold._redis.exists(HOLD)  # waiting for the dead lease, the holder holds no one yet
+        async with hold.writing():  # a live worker writes on
+            pass
+        await holding
+    await hold._redis.zrem(LEASES, *await hold._redis.zrange(LEASES, 0, -1)) if await hold._redis.zcard(
+        LEASES
+    ) else None
+
+
+async def _hold_briefly(hold: RedisWriterHold) -> None:
+    async with hold.held(wait_s=5):
+        pass

@@ -24,6 +24,8 @@ FAST_SWEEPS = {
     # (the tests' edges answer before a round begins).
     "REWARDS_ERASURE_ROUND_GAP_S": "0",
     "REWARDS_ERASURE_PUBLISH_GRACE_S": "0",
+    # Workers SIGKILLed by a test leave their leases on the shared Redis: a round waits this long for them.
+    "REWARDS_WORKER_LEASE_S": "3",
 }
 
 

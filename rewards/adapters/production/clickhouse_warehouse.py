@@ -10,6 +10,7 @@ each behave as the table it fronts (where the tables are plain they change nothi
 and the nodes to create each node's tables on.
 """
 
+from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -78,6 +79,11 @@ class ClickHouseWarehouse:
         body = orjson.dumps(rows)  # JSONEachRow reads a JSON array of rows too: one call instead of one per row
         settings = {**self._insert_settings, "insert_deduplication_token": dedup_token}
         await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
+
+    async def insert_file(self, table: str, data: BinaryIO, fmt: str) -> None:
+        """Stream a file of rows in one of ClickHouse's formats (`Native`, …) into `table`, as one insert (no
+        deduplication: a file is sent once)."""
+        await self._client.raw_insert(table, insert_block=data, settings={"insert_deduplicate": 0}, fmt=fmt)
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:
         # clickhouse-connect escapes the values itself (server-side binding): they must not be escaped before.

@@ -45,6 +45,10 @@ local pruned = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 return {{redis.call('ZCARD', KEYS[2]), pruned}}
 """
 # KEYS: the hold. ARGV: the token, the hold's time (ms). 1: still the holder's (renewed), 0: lost.
+# KEYS: the leases. The leases ended by their time, dropped.
+_PRUNE = f"""{_NOW}
+return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+"""
 _RENEW = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -69,12 +73,13 @@ class LeaseLost(Exception):
 class Lease:
     """A worker's lease on writing: `check()` before each write into the warehouse."""
 
-    def __init__(self):
+    def __init__(self, lease_ms: int):
+        self.lease_ms = lease_ms
         self.renewed = time.monotonic()
         self.lost = False
 
     def check(self) -> None:
-        if self.lost or time.monotonic() - self.renewed > LEASE_MS / 2000:
+        if self.lost or time.monotonic() - self.renewed > self.lease_ms / 2000:
             raise LeaseLost("the writer's lease was not renewed in time")
 
 
@@ -89,8 +94,10 @@ class Held:
 
 
 class RedisWriterHold:
-    def __init__(self, redis: RedisClient):
+    def __init__(self, redis: RedisClient, lease_ms: int = LEASE_MS):
         self._redis = redis
+        self.lease_ms = lease_ms  # REWARDS_WORKER_LEASE_S
+        self._prune = redis.register_script(_PRUNE)
         self._lease = redis.register_script(_LEASE)
         self._hold = redis.register_script(_HOLD)
         self._renew = redis.register_script(_RENEW)
@@ -101,10 +108,10 @@ class RedisWriterHold:
         """A worker's lease for one delivery's write (a Lease, to check before each insert): waits while the writers
         are held; renewed while it writes. A renewal refused (the lease pruned and the writers held) or missed for half
         the lease's time makes the next check raise LeaseLost."""
-        member, lease = uuid.uuid4().hex, Lease()
+        member, lease = uuid.uuid4().hex, Lease(self.lease_ms)
 
         async def renew() -> bool:
-            if await self._lease(keys=[HOLD, LEASES], args=[member, LEASE_MS]) == 1:
+            if await self._lease(keys=[HOLD, LEASES], args=[member, self.lease_ms]) == 1:
                 lease.renewed = time.monotonic()
                 return True
             lease.lost = True
@@ -113,7 +120,7 @@ class RedisWriterHold:
         while not await renew():
             lease.lost = False
             await asyncio.sleep(WAIT_S)
-        renewing = asyncio.create_task(self._every(LEASE_MS, renew))
+        renewing = asyncio.create_task(self._every(self.lease_ms, renew))
         try:
             yield lease
         finally:
@@ -121,12 +128,14 @@ class RedisWriterHold:
             await self._redis.zrem(LEASES, member)
 
     @asynccontextmanager
-    async def held(self, wait_s: float = 60.0 + LEASE_MS / 1000):
+    async def held(self, wait_s: float | None = None):
         """Every writer held still until the block ends (it gets a Held, to confirm the hold before each step that must
         not run without it); WritersHeldElsewhere if another holder has them, TimeoutError if the writes under way did
-        not end within `wait_s` (the hold is let go either way). A lease that ended by its time (its worker dead or
-        cut off) is given LEASE_MS more before the block begins: a write it started while its lease held ends or fails
-        meanwhile (a worker stops writing once its lease went unrenewed for half that time: Lease.check)."""
+        not end within `wait_s` (by default a minute and a lease's time, so that a dead worker's lease ends meanwhile;
+        the hold is let go either way). A lease that ended by its time (its worker dead or cut off) is given a lease's
+        time more: a write it started while its lease held ends or fails meanwhile (a worker stops writing once its
+        lease went unrenewed for half that time: Lease.check); one that ended before the hold is set is waited for
+        without holding anyone."""
         token = uuid.uuid4().hex
 
         async def renew() -> bool:
@@ -134,8 +143,10 @@ class RedisWriterHold:
 
         renewing = asyncio.create_task(self._every(HOLD_MS, renew))
         try:
+            if await self._prune(keys=[LEASES]):  # a dead worker's lease: wait for what it wrote, writers still free
+                await asyncio.sleep(self.lease_ms / 1000)
             pruned = 0
-            async with asyncio.timeout(wait_s):
+            async with asyncio.timeout(60 + self.lease_ms / 1000 if wait_s is None else wait_s):
                 while (answer := await self._hold(keys=[HOLD, LEASES], args=[token, HOLD_MS]))[0] != 0:
                     if answer[0] == -1:
                         raise WritersHeldElsewhere
@@ -143,7 +154,7 @@ class RedisWriterHold:
                     await asyncio.sleep(WAIT_S)
                 pruned += answer[1]
             if pruned:
-                await asyncio.sleep(LEASE_MS / 1000)
+                await asyncio.sleep(self.lease_ms / 1000)
             yield Held(renew)
         finally:
             await _stop(renewing)

@@ -220,7 +220,7 @@ class _Leased:
         self._warehouse, self._lease = warehouse, lease
 
     async def insert(self, table: str, rows: list[dict], dedup_token: str) -> None:
-        self._lease.check()
+        await self._lease.ensure()
         await self._warehouse.insert(table, rows, dedup_token)
 
     def __getattr__(self, name: str):

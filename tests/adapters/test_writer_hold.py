@@ -72,12 +72,12 @@ async def test_a_lease_gone_unrenewed_stops_its_writes_before_the_holder_begins(
     monkeypatch.setattr(RedisWriterHold, "_every", never)
     loop = asyncio.get_running_loop()
     async with hold.writing() as lease:
-        lease.check()  # fresh
+        await lease.ensure()  # fresh
         started = loop.time()
         async with hold.held(wait_s=5):
             waited = loop.time() - started
             with pytest.raises(LeaseLost):
-                lease.check()
+                await lease.ensure()
     assert waited >= 0.4 + 0.4 - 0.05  # the lease's own time, then a whole lease more
 
 

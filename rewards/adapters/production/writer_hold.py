@@ -71,16 +71,20 @@ class LeaseLost(Exception):
 
 
 class Lease:
-    """A worker's lease on writing: `check()` before each write into the warehouse."""
+    """A worker's lease on writing: `ensure()` before each write into the warehouse."""
 
-    def __init__(self, lease_ms: int):
+    def __init__(self, lease_ms: int, renew):
         self.lease_ms = lease_ms
         self.renewed = time.monotonic()
         self.lost = False
+        self._renew = renew
 
-    def check(self) -> None:
-        if self.lost or time.monotonic() - self.renewed > self.lease_ms / 2000:
-            raise LeaseLost("the writer's lease was not renewed in time")
+    async def ensure(self) -> None:
+        """Return at once if the lease was renewed within half its time; else renew it now (a busy process's renewal
+        task may run late), raising LeaseLost if it is gone (a holder pruned it and holds the writers)."""
+        stale = self.lost or time.monotonic() - self.renewed > self.lease_ms / 2000
+        if stale and not await self._renew():
+            raise LeaseLost("the writer's lease ended and the writers are held")
 
 
 class Held:
@@ -105,17 +109,19 @@ class RedisWriterHold:
 
     @asynccontextmanager
     async def writing(self):
-        """A worker's lease for one delivery's write (a Lease, to check before each insert): waits while the writers
-        are held; renewed while it writes. A renewal refused (the lease pruned and the writers held) or missed for half
-        the lease's time makes the next check raise LeaseLost."""
-        member, lease = uuid.uuid4().hex, Lease(self.lease_ms)
+        """A worker's lease for one delivery's write (a Lease, to `ensure()` before each insert): waits while the
+        writers are held; renewed while it writes, and by `ensure()` when its renewals ran late (LeaseLost if it is
+        gone meanwhile)."""
+        member = uuid.uuid4().hex
 
         async def renew() -> bool:
             if await self._lease(keys=[HOLD, LEASES], args=[member, self.lease_ms]) == 1:
-                lease.renewed = time.monotonic()
+                lease.renewed, lease.lost = time.monotonic(), False
                 return True
             lease.lost = True
             return False
+
+        lease = Lease(self.lease_ms, renew)
 
         while not await renew():
             lease.lost = False
@@ -134,7 +140,7 @@ class RedisWriterHold:
         not end within `wait_s` (by default a minute and a lease's time, so that a dead worker's lease ends meanwhile;
         the hold is let go either way). A lease that ended by its time (its worker dead or cut off) is given a lease's
         time more: a write it started while its lease held ends or fails meanwhile (a worker stops writing once its
-        lease went unrenewed for half that time: Lease.check); one that ended before the hold is set is waited for
+        lease went unrenewed for half that time: Lease.ensure); one that ended before the hold is set is waited for
         without holding anyone."""
         token = uuid.uuid4().hex
 

@@ -139,9 +139,9 @@ class RedisWriterHold:
         not run without it); WritersHeldElsewhere if another holder has them, TimeoutError if the writes under way did
         not end within `wait_s` (by default a minute and a lease's time, so that a dead worker's lease ends meanwhile;
         the hold is let go either way). A lease that ended by its time (its worker dead or cut off) is given a lease's
-        time more: a write it started while its lease held ends or fails meanwhile (a worker stops writing once its
-        lease went unrenewed for half that time: Lease.ensure); one that ended before the hold is set is waited for
-        without holding anyone."""
+        time more: a write it started while its lease held ends or fails meanwhile (a worker cut off from Redis makes
+        no insert once its lease went unrenewed for half that time: Lease.ensure cannot renew it); one that ended
+        before the hold is set is waited for without holding anyone."""
         token = uuid.uuid4().hex
 
         async def renew() -> bool:

@@ -46,8 +46,8 @@ ORDER BY c.table
 # The erased users, as four arrays (the smallest a server takes in its bounded parameters, everything else derived
 # here): `<project_id><NUL><type>:<identifier>` → the pseudonym's identifier (its `<type>:<pseudonym>`; 1: "a row of an
 # erased user"), the same for the UInt128 keys (as decimal text: transform() maps strings, not UInt128), and per
-# project the texts that quote a user (JSON's double quotes, Python's single ones; rewards.domain.erasure.quoted_renames
-# says the same in Python) with the pseudonym's.
+# project the texts that quote a user (its identifier and `<type>:<identifier>` in JSON's double quotes or Python's
+# single ones, as a record's JSON or an error message does) with the pseudonym's.
 _MAPS = """
 WITH
     {projects:Array(String)} AS projects, {types:Array(String)} AS types,

@@ -47,10 +47,6 @@ def pseudonym(salt: bytes, user: User) -> User:
     return User(PREFIX + digest[:32], user.identifier_type)
 
 
-def is_pseudonym(identifier: str) -> bool:
-    return identifier.startswith(PREFIX)
-
-
 # What a user signed (API.md §7's signature fields): a signature gives its signer's address back, and the message
 # names them; kept with a code use or a code for the record, dropped once the user is erased.
 PROOF_KEYS = ("signature", "signature_message", "signature_public_key")
@@ -80,17 +76,6 @@ def document_renames(renames: Mapping[User, User]) -> dict[str, str]:
         texts[user.identifier] = renamed.identifier
         texts[f"{user.identifier_type}:{user.identifier}"] = f"{renamed.identifier_type}:{renamed.identifier}"
     return texts
-
-
-def quoted_renames(user: User, renamed: User) -> list[tuple[str, str]]:
-    """How a text quotes the user (its identifier and `<type>:<identifier>`, in JSON's double quotes or Python's
-    single ones, as a record's JSON or an error message does), each with its pseudonym's same form: what replaces it
-    in a text that is not read as JSON, without touching a longer text that holds it."""
-    pairs = []
-    for old, new in document_renames({user: renamed}).items():
-        pairs.append((orjson.dumps(old).decode(), orjson.dumps(new).decode()))
-        pairs.append((f"'{old}'", f"'{new}'"))
-    return pairs
 
 
 def rewrite_json_text(text: str | bytes, renames: Mapping[str, str]) -> str | None:

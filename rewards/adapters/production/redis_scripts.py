@@ -114,6 +114,10 @@ class Scripts:
     webhook_forget: AsyncScript
     webhook_sweep: AsyncScript
     webhook_index: AsyncScript
+    erasure_request: AsyncScript
+    erasure_take: AsyncScript
+    erasure_finish: AsyncScript
+    erasure_swap: AsyncScript
 
     @classmethod
     def register(cls, redis: RedisClient) -> "Scripts":

@@ -66,99 +66,7 @@ _NEVER_NAMED = {
     "code_names",
 }
 _NEVER_PREFIXED = ("dedup:", "af:", "track_repeat:", "reversal:", "reversal_written:", "wh_due:", "wh_log:", "wh_done:")
-_REQUEST = """
--- KEYS: requests, pending, by_user. ARGV: member (<project><US><id>), by_user field, the request (JSON), now.
-local pending = redis.call('HGET', KEYS[3], ARGV[2])
-if pending then return pending end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
-return ARGV[1]
-"""
-_TAKE = """
--- KEYS: requests, pending, by_user. ARGV: how many, the unit separator. The oldest pending requests (JSON, each with
--- its member), each taken: its user's by_user entry dropped, so that a request made after this is a new one.
-local taken = {}
-for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)) do
-  local stored = redis.call('HGET', KEYS[1], member)
-  if stored then
-    local request = cjson.decode(stored)
-    local project = string.sub(member, 1, string.find(member, ARGV[2], 1, true) - 1)
-    local field = project .. ARGV[2] .. request['type'] .. ':' .. request['identifier']
-    if redis.call('HGET', KEYS[3], field) == member then redis.call('HDEL', KEYS[3], field) end
-    table.insert(taken, member)
-    table.insert(taken, stored)
-  end
-end
-return taken
-"""
-_FINISH = """
--- KEYS: requests, pending, by_user, done. ARGV: now, kept (ms), then per request: member, by_user field.
-for i = 3, #ARGV, 2 do
-  local stored = redis.call('HGET', KEYS[1], ARGV[i])
-  if stored then
-    local request = cjson.decode(stored)
-    request['identifier'] = cjson.null
-    request['done_ms'] = tonumber(ARGV[1])
-    redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(request))
-  end
-  redis.call('ZREM', KEYS[2], ARGV[i])
-  if redis.call('HGET', KEYS[3], ARGV[i + 1]) == ARGV[i] then redis.call('HDEL', KEYS[3], ARGV[i + 1]) end
-  redis.call('ZADD', KEYS[4], ARGV[1], ARGV[i])
-end
-local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]), 'LIMIT', 0, 256)
-for _, member in ipairs(old) do redis.call('HDEL', KEYS[1], member); redis.call('ZREM', KEYS[4], member) end
-return #old
-"""
 # Compare-and-set of one key's part. ARGV[1]: the kind. KEYS[1]: the key (KEYS[2]: a renamed key's new name).
-_SWAP = """
--- A compare-and-set of one part of a key (KEYS[1]; a renamed key's new name KEYS[2]): 0 when it is no longer as read
--- (the caller reads it again), 1 when done. ARGV[1]: the kind.
-local kind = ARGV[1]
-if kind == 'string' then
-  -- ARGV: old value, new value
-  if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
-  redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
-elseif kind == 'field' then
-  -- ARGV: old field, old value, new field, new value, the new field's value as read ('' none): the new value is the
-  -- caller's merge of both when the new field holds one already (a counter's sum, or the pseudonym's own)
-  if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
-  if ARGV[2] ~= ARGV[4] then
-    if (redis.call('HGET', KEYS[1], ARGV[4]) or '') ~= ARGV[6] then return 0 end
-    redis.call('HDEL', KEYS[1], ARGV[2])
-  end
-  redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
-elseif kind == 'member' then
-  -- ARGV: old member, new member
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
-  if not score then return 1 end
-  redis.call('ZREM', KEYS[1], ARGV[2])
-  redis.call('ZADD', KEYS[1], 'NX', score, ARGV[3])
-elseif kind == 'item' then
-  -- ARGV: index, old item, new item
-  if redis.call('LINDEX', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
-  redis.call('LSET', KEYS[1], ARGV[2], ARGV[4])
-elseif kind == 'rename' then
-  -- a key named after a user: renamed; merged into the pseudonym's when it has one (sets and sorted sets: their union,
-  -- keeping the longer of their times to live); a string (a debt's units) is answered, for the caller's 'sum'
-  local kind_of = redis.call('TYPE', KEYS[1])['ok']
-  if kind_of == 'none' then return 1 end
-  if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2]); return 1 end
-  if kind_of == 'string' then return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])} end
-  local mine, theirs = redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])
-  if kind_of == 'zset' then redis.call('ZUNIONSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'AGGREGATE', 'MAX')
-  elseif kind_of == 'set' then redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1])
-  else return redis.error_reply('erasure: cannot merge a ' .. kind_of) end
-  if mine >= 0 and theirs >= 0 then redis.call('PEXPIRE', KEYS[2], math.max(mine, theirs)) end
-  redis.call('DEL', KEYS[1])
-elseif kind == 'sum' then
-  -- ARGV: the renamed key's value as read, the new name's as read, their sum
-  if redis.call('GET', KEYS[1]) ~= ARGV[2] or redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
-  redis.call('SET', KEYS[2], ARGV[4], 'KEEPTTL')
-  redis.call('DEL', KEYS[1])
-end
-return 1
-"""
 
 
 def _slot_key(name: str) -> str:
@@ -167,14 +75,6 @@ def _slot_key(name: str) -> str:
 
 class RedisErasureStore(RedisStateBase):
     """The production adapter of rewards.ports.ErasureStore."""
-
-    def _erasure_scripts(self):
-        scripts = getattr(self, "_erasure_script_cache", None)
-        if scripts is None:
-            register = self._redis.register_script
-            scripts = (register(_REQUEST), register(_FINISH), register(_SWAP), register(_TAKE))
-            self._erasure_script_cache = scripts
-        return scripts
 
     async def request_erasure(self, project_id: str, user: User) -> str:
         salt_key = ProjectKeys(project_id)._key("erasure_salt")
@@ -187,7 +87,7 @@ class RedisErasureStore(RedisStateBase):
         }  # fmt: skip
         keys = [_slot_key("requests"), _slot_key("pending"), _slot_key("by_user")]
         args = [project_id + _US + erasure_id, _by_user(project_id, user), json.dumps(request), request["requested_ms"]]
-        member = await self._erasure_scripts()[0](keys=keys, args=args)
+        member = await self._scripts.erasure_request(keys=keys, args=args)
         return (member.decode() if isinstance(member, bytes) else member).split(_US, 1)[1]
 
     async def erasure_status(self, project_id: str, erasure_id: str) -> str | None:
@@ -198,7 +98,7 @@ class RedisErasureStore(RedisStateBase):
 
     async def take_erasures(self, limit: int) -> list[Erasure]:
         keys = [_slot_key("requests"), _slot_key("pending"), _slot_key("by_user")]
-        flat = await self._erasure_scripts()[3](keys=keys, args=[limit, _US])
+        flat = await self._scripts.erasure_take(keys=keys, args=[limit, _US])
         found = []
         for member, text in zip(flat[::2], flat[1::2], strict=True):
             project_id, erasure_id = _text(member).split(_US, 1)
@@ -212,7 +112,7 @@ class RedisErasureStore(RedisStateBase):
         args: list = [now_ms(), erasure.DONE_KEPT_MS]
         for e in erasures:
             args += [e.project_id + _US + e.id, _by_user(e.project_id, e.user)]
-        await self._erasure_scripts()[1](keys=keys, args=args)
+        await self._scripts.erasure_finish(keys=keys, args=args)
 
     async def erase_users(self, project_id: str, renames: Mapping[User, User]) -> None:
         texts = erasure.document_renames(renames)
@@ -277,7 +177,7 @@ class RedisErasureStore(RedisStateBase):
     async def _swap(self, key: str, args: list):
         """A compare-and-set: 0 when the value changed since it was read (a writer outside the held workers, the
         API): the caller reads it again."""
-        return await self._erasure_scripts()[2](keys=[key], args=args)
+        return await self._scripts.erasure_swap(keys=[key], args=args)
 
     async def _rewrite_string(self, key: str, value, texts: Mapping[str, str]) -> None:
         for _ in range(_ATTEMPTS):
@@ -310,7 +210,7 @@ class RedisErasureStore(RedisStateBase):
         raise StateChanging(f"erasure: {key} kept changing")
 
     async def _swap_pair(self, key: str, renamed: str, args: list):
-        return await self._erasure_scripts()[2](keys=[key, renamed], args=args)
+        return await self._scripts.erasure_swap(keys=[key, renamed], args=args)
 
     async def _rewrite_field(self, key: str, field: str, value, texts: Mapping[str, str], counters: bool) -> None:
         """One field of a hash: renamed if it is a user (or ends in one), its value rewritten if it names one. A

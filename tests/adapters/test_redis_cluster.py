@@ -285,6 +285,11 @@ async def test_every_script_and_command_keeps_to_one_slot(redis_url, monkeypatch
         assert await relay.run_once() == 1 and len(published.messages) == 1  # the entry made due
         assert await relay.run_once() == 0  # and the project, idle, leaves the index
         assert await store._redis.zscore(redis_keys.outbox_projects(), project) is None
+        erasure_id = await store.request_erasure(project, user(1))  # erasure_request
+        (taken,) = await store.take_erasures(10)  # erasure_take
+        await store.erase_users(project, {user(1): taken.pseudonym})  # erasure_swap (the affiliate's field)
+        await store.finish_erasures([taken])  # erasure_finish
+        assert await store.erasure_status(project, erasure_id) == "done"
         assert await store.delete_project(project) is True
 
         await RateLimiter(redis=store._redis).hit("events_batch", "key-1")

@@ -215,14 +215,15 @@ class Api(httpx.Client):
     def settle(self, timeout_s: float = 10) -> None:
         """Wait until every record the project published so far is written. A conversion processed says so only of
         its own partition's: the production shape spreads conversions by user (schemas.topics), while code uses,
-        affiliates, tracking events… keep the project's own partition, in order. So: a conversion of a user whose
-        shard is the project's own partition, of a name no rule pays, processed."""
-        sentinel = f"settle-{uuid.uuid4().hex}"
-        user = own_partition_user(self.project_id, conversion_shards(self.server))
-        body = {"events": [{"name": "settle", "user_identifier": user, "user_identifier_type": "evm_address",
-                            "dedup_id": sentinel}]}  # fmt: skip
-        assert self.post("/events/batch", json=body).status_code == 200
-        self.wait_processed(sentinel, timeout_s=timeout_s)
+        affiliates, tracking events… keep the project's own partition, in order. So: one conversion of a name no rule
+        pays on every shard of the project (shard 0 is the project's own partition), each processed."""
+        sentinels = []
+        for user in shard_users(self.project_id, conversion_shards(self.server)):
+            sentinels.append(f"settle-{uuid.uuid4().hex}")
+            body = {"events": [{"name": "settle", "user_identifier": user, "user_identifier_type": "evm_address",
+                                "dedup_id": sentinels[-1]}]}  # fmt: skip
+            assert self.post("/events/batch", json=body).status_code == 200
+        self.wait_processed(*sentinels, timeout_s=timeout_s)
 
     def wait_processed(self, *dedup_ids: str, timeout_s: float = 10) -> None:
         deadline = time.monotonic() + timeout_s
@@ -254,15 +255,18 @@ def conversion_shards(server: "Server | ProductionServer") -> int:
     return setting("conversion_shards") or setting("events_partitions")
 
 
-def own_partition_user(project_id: str, shards: int) -> str:
-    """An EVM address whose conversions go to the project's own partition (shard 0)."""
+def shard_users(project_id: str, shards: int) -> list[str]:
+    """One EVM address per shard of the project's conversions, in shard order (the first: the project's own
+    partition)."""
     from schemas.topics import shard_of
 
-    for n in range(10_000):
+    found: dict[int, str] = {}
+    for n in range(100_000):
         user = f"0x{0x5E771E << 136 | n:040x}"
-        if shard_of(project_id, "evm_address", user, shards) == 0:
-            return user
-    raise AssertionError("no user on the project's own partition")
+        found.setdefault(shard_of(project_id, "evm_address", user, shards), user)
+        if len(found) == max(shards, 1):
+            return [found[shard] for shard in sorted(found)]
+    raise AssertionError(f"no user on some of the project's {shards} shards")
 
 
 def eventually(check, timeout_s: float = 10):

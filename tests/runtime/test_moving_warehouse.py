@@ -1,4 +1,4 @@
-"""Moving an embedded warehouse onto a ClickHouse server (runtime.moving.copy_warehouse; issue 33 §5's first part):
+"""Moving an embedded warehouse onto a ClickHouse server (runtime.moving.warehouse.copy_warehouse):
 every table arrives with exactly its rows (the aggregates too, not counted again by the server's views), and a move
 into a server that holds rows, or is at another migration, is refused before anything is copied."""
 
@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
-from runtime.moving import MoveRefused, copy_warehouse
+from runtime.moving import MoveRefused
+from runtime.moving.warehouse import copy_warehouse
 from tests.support.warehouses import migrated_warehouse
 
 _PAYOUTS = """

@@ -1,12 +1,10 @@
-"""Moving an embedded data dir into the production engines (issue 33 §5; the command, `rewards move-to-production`,
-is not there yet: this module holds its parts as they land).
-
-The warehouse (`copy_warehouse`): every table of the embedded chdb warehouse copied into a ClickHouse server migrated to
-the same version, whose tables are empty. Each table is written by chdb into a file in ClickHouse's Native format (its
-own columns and types, no text conversion: exact decimals and UInt128 keys as they are), sent to the server into a
-twin of the table (`CREATE TABLE t__moving AS t`), then swapped in (`ALTER TABLE t REPLACE PARTITION tuple() FROM
-t__moving`): a view reading `t` never fires, so each aggregate table gets exactly the embedded one's rows (they are
-copied too), not a second count of them. Memory stays bounded by the file's streaming, whatever the table's size.
+"""The warehouse's part of a move (runtime.moving): every table of the embedded chdb warehouse copied into a
+ClickHouse server migrated to the same version, whose tables are empty. Each table is written by chdb into a file in
+ClickHouse's Native format (its own columns and types, no text conversion: exact decimals and UInt128 keys as they
+are), sent to the server into a twin of the table (`CREATE TABLE t__moving AS t`), then swapped in (`ALTER TABLE t
+REPLACE PARTITION tuple() FROM t__moving`): a view reading `t` never fires, so each aggregate table gets exactly the
+embedded one's rows (they are copied too), not a second count of them. Memory stays bounded by the file's streaming,
+whatever the table's size.
 """
 
 import re
@@ -15,6 +13,7 @@ from pathlib import Path
 from rewards.adapters import migrations
 from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
 from rewards.adapters.production.clickhouse_warehouse import ClickHouseWarehouse
+from runtime.moving.refusals import MoveRefused
 
 TWIN = "__moving"
 # Not copied: the migrations' own log (the server keeps its own), and the workers' plans (the embedded worker's are
@@ -27,10 +26,6 @@ WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT endsWith
 ORDER BY name
 """
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
-
-
-class MoveRefused(Exception):
-    """The move cannot start: nothing was copied."""
 
 
 async def copy_warehouse(source: ChdbWarehouse, target: ClickHouseWarehouse, folder: Path, progress=None) -> dict:

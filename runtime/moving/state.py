@@ -1,0 +1,111 @@
+"""The state store's part of a move (runtime.moving): the embedded state (SQLite, `state.sqlite3`) written into Redis
+in the production store's own layout (rewards.adapters.production.redis_keys), table by table.
+
+Each SQLite table is copied by one `TableCopy` of the modules named in COPIES, which know both layouts: they read rows
+with a plain read-only connection, in chunks (memory stays bounded whatever the table's size), and write the Redis
+keys through pipelines. Times to live are given from the rows' own times, as the production store would have set them
+(a mark past its window is not copied). The embedded log's tables are not copied: a move starts from a drained data
+dir (its outbox and webhook feed empty: runtime.moving refuses otherwise).
+
+Before anything is written, the Redis must hold none of the data dir's projects and none of its API keys: a move
+never merges into, nor overwrites, a store in use.
+"""
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+from rewards.adapters.production import redis_keys
+from rewards.adapters.production.redis_client import RedisClient
+from rewards.domain.timestamps import now_ms
+from rewards.settings import Settings
+from runtime.moving.refusals import MoveRefused
+
+# The embedded log's own tables, never copied (a move starts from a drained data dir), and SQLite's own.
+LOG_TABLES = ("outbox", "outbox_plan", "webhook_feed")
+NOT_STATE = {*LOG_TABLES, "sqlite_sequence"}
+CHUNK = 1_000  # rows read, and keys written in one pipeline, at a time
+
+
+@dataclass(frozen=True)
+class Moving:
+    """What every copy is given: the source (read-only), the target, the move's clock and the settings the production
+    store runs with (windows and retentions: the keys' times to live)."""
+
+    source: sqlite3.Connection
+    redis: RedisClient
+    now_ms: int
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class TableCopy:
+    """The copy of SQLite tables (`tables`, read together) into their Redis keys; `copy` answers the rows copied."""
+
+    tables: tuple[str, ...]
+    copy: Callable[[Moving], Awaitable[int]]
+
+
+def copies() -> list[TableCopy]:
+    """Every table's copy, in the order they run."""
+    from runtime.moving import state_money, state_people
+
+    return [*state_people.COPIES, *state_money.COPIES]
+
+
+def rows(source: sqlite3.Connection, sql: str, params: tuple = ()):
+    """The rows of `sql`, a chunk (a list of sqlite3.Row) at a time."""
+    cursor = source.execute(sql, params)
+    while chunk := cursor.fetchmany(CHUNK):
+        yield chunk
+
+
+async def open_source(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the embedded state file, its schema first brought to the current version (the
+    columns and tables a newer release adds), as `rewards serve` would."""
+    if not path.exists():
+        raise MoveRefused(f"no embedded state at {path}")
+    await SqliteDatabase(path).close()
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    source.row_factory = sqlite3.Row
+    return source
+
+
+def state_tables(source: sqlite3.Connection) -> list[str]:
+    found = source.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
+    return [row["name"] for row in found if row["name"] not in NOT_STATE]
+
+
+async def check_target(moving: Moving) -> None:
+    """Refuse a Redis that already holds a project or an API key of the data dir."""
+    held = []
+    for chunk in rows(moving.source, "SELECT id FROM projects"):
+        for row in chunk:
+            if await moving.redis.exists(redis_keys.ProjectKeys(row["id"]).project()):
+                held.append(f"project {row['id']}")
+    for chunk in rows(moving.source, "SELECT id FROM api_keys"):
+        for row in chunk:
+            if await moving.redis.exists(redis_keys.api_key(row["id"])):
+                held.append(f"API key {row['id']}")
+    if held:
+        raise MoveRefused(f"the Redis already holds {', '.join(held[:5])}{' …' if len(held) > 5 else ''}: move into a "
+                          "Redis that holds none of the data dir's projects")  # fmt: skip
+
+
+async def copy_state(path: Path, redis: RedisClient, settings: Settings, progress=None) -> dict[str, int]:
+    """Copy the state file at `path` into `redis`; {table(s): rows copied}. `progress(tables, rows)` after each."""
+    source = await open_source(path)
+    try:
+        moving = Moving(source, redis, now_ms(), settings)
+        await check_target(moving)
+        copied = {}
+        for table_copy in copies():
+            name = "+".join(table_copy.tables)
+            copied[name] = await table_copy.copy(moving)
+            if progress is not None:
+                progress(name, copied[name])
+        return copied
+    finally:
+        source.close()

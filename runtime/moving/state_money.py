@@ -1,0 +1,5 @@
+"""(being written)"""
+
+from runtime.moving.state import TableCopy
+
+COPIES: list[TableCopy] = []

@@ -1,7 +1,70 @@
-"""Moving an embedded data dir into the production engines (issue 33 §5, `rewards move-to-production`): the warehouse
-(runtime.moving.warehouse) and the state store (runtime.moving.state), copied while no `rewards serve` runs on the
-data dir."""
+"""Moving an embedded data dir into the production engines (`rewards move-to-production`, docs/operations.md "Moving
+to production"): the warehouse (runtime.moving.warehouse) and the state store (runtime.moving.state) copied, while no
+`rewards serve` runs on the data dir, into a ClickHouse server and a Redis the production shape then runs on.
 
+The embedded log is not copied: a move starts from a drained data dir (every accepted event written, every webhook
+message taken), so Kafka starts with an empty topic and nothing is published twice. Every check runs before anything
+is written: the data dir drained; the server's tables empty and at the same migration; the Redis holding none of the
+data dir's projects or API keys.
+"""
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from rewards.settings import Settings
 from runtime.moving.refusals import MoveRefused
 
-__all__ = ["MoveRefused"]
+__all__ = ["MoveRefused", "move_to_production"]
+
+Progress = Callable[[str, str, int], None]  # (part, table, rows copied)
+
+
+async def move_to_production(data_dir: Path, settings: Settings, progress: Progress | None = None) -> dict:
+    """Copy `data_dir`'s warehouse and state into CLICKHOUSE_URL's server and REDIS_URL's Redis; {part: {table:
+    rows}}. The caller holds the data dir (runtime.data_dir.lock_data_dir)."""
+    from rewards.adapters.embedded.chdb_warehouse import ChdbWarehouse
+    from rewards.adapters.production.redis_client import open_redis
+    from runtime.moving import state, warehouse
+    from runtime.wiring import open_warehouse, state_path
+
+    if not settings.clickhouse_url or not settings.redis_url:
+        raise MoveRefused("set CLICKHOUSE_URL and REDIS_URL to the production engines the data dir moves into")
+    check_drained(state_path(data_dir))
+    source = ChdbWarehouse(data_dir / "warehouse")
+    target = await open_warehouse(settings.clickhouse_url, settings)
+    redis = await open_redis(settings.redis_url, settings, decode_responses=True)
+    try:
+        await source.migrate()  # an embedded warehouse of an older release is brought forward, as serve would
+        tables = await warehouse.check(source, target)
+        await state.check(state_path(data_dir), redis)
+        told = _part(progress, "warehouse")
+        moved = {"warehouse": await warehouse.copy_tables(source, target, tables, data_dir / "moving", told)}
+        moved["state"] = await state.copy_state(state_path(data_dir), redis, settings, _part(progress, "state"))
+        return moved
+    finally:
+        await redis.aclose()
+        await target.close()
+        await source.close()
+
+
+def _part(progress: Progress | None, part: str):
+    return None if progress is None else lambda table, rows: progress(part, table, rows)
+
+
+def check_drained(state_file: Path) -> None:
+    """Refuse a data dir whose log still holds messages: events accepted but not yet written, or messages the webhook
+    dispatcher has not yet taken."""
+    if not state_file.exists():
+        raise MoveRefused(f"no embedded data at {state_file.parent}: pass the folder `rewards serve` uses")
+    from runtime.moving.state import LOG_TABLES
+
+    with contextlib.closing(sqlite3.connect(f"file:{state_file}?mode=ro", uri=True)) as source:
+        waiting = {table: source.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in LOG_TABLES}
+    if any(waiting.values()):
+        raise MoveRefused(
+            f"the data dir's log is not drained ({waiting['outbox']} messages not yet written, "
+            f"{waiting['webhook_feed']} not yet taken by the webhook dispatcher): start `rewards serve` on it with no "
+            "producer sending, wait until its console's health page shows a backlog of 0, stop it, and move again"
+        )

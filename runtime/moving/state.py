@@ -94,6 +94,15 @@ async def check_target(moving: Moving) -> None:
                           "Redis that holds none of the data dir's projects")  # fmt: skip
 
 
+async def check(path: Path, redis: RedisClient) -> None:
+    """Refuse, before anything is written, a Redis that already holds a project or an API key of the state file."""
+    source = await open_source(path)
+    try:
+        await check_target(Moving(source, redis, now_ms(), Settings()))
+    finally:
+        source.close()
+
+
 async def copy_state(path: Path, redis: RedisClient, settings: Settings, progress=None) -> dict[str, int]:
     """Copy the state file at `path` into `redis`; {table(s): rows copied}. `progress(tables, rows)` after each."""
     source = await open_source(path)

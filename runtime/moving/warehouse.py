@@ -31,7 +31,12 @@ _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
 async def copy_warehouse(source: ChdbWarehouse, target: ClickHouseWarehouse, folder: Path, progress=None) -> dict:
     """Copy every table; {table: rows copied}. `folder`: where the tables' files are written (removed as each is
     sent). `progress(table, rows)` is called after each table."""
-    tables = await _check(source, target)
+    return await copy_tables(source, target, await check(source, target), folder, progress)
+
+
+async def copy_tables(source: ChdbWarehouse, target, tables: list[str], folder: Path, progress=None) -> dict:
+    """Copy `tables` (those `check` answered)."""
+    folder.mkdir(parents=True, exist_ok=True)
     copied = {}
     for table in tables:
         rows = await _rows(source, table)
@@ -43,13 +48,14 @@ async def copy_warehouse(source: ChdbWarehouse, target: ClickHouseWarehouse, fol
     return copied
 
 
-async def _check(source: ChdbWarehouse, target: ClickHouseWarehouse) -> list[str]:
+async def check(source: ChdbWarehouse, target: ClickHouseWarehouse) -> list[str]:
+    """The tables to copy, once the server is found able to take them: one node, the same migration, empty."""
     if target.cluster is not None:
         raise MoveRefused("moving into a sharded warehouse is not supported: move into one node")
     here, there = (await migrations.read_state(source)).version, (await migrations.read_state(target)).version
     if here != there:
         raise MoveRefused(f"the warehouses are at migrations {here} (embedded) and {there} (server): run `rewards "
-                          "migrate` against both to the same version first")  # fmt: skip
+                          "migrate` with CLICKHOUSE_URL set first")  # fmt: skip
     tables = [row["name"] for row in await source.query(_TABLES, {"twin": TWIN}) if row["name"] not in SKIPPED]
     held = [table for table in tables if await _rows(target, table)]
     if held:

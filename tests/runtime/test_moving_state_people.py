@@ -4,6 +4,7 @@ store itself would have set, and behaves the same on the changes that rely on it
 the code sequence, a pending erasure asked again, an Idempotency-Key replayed). A second move is refused."""
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -131,10 +132,13 @@ async def _fill_people(s: SqliteStateStore, w: World) -> None:
     w.erasures["pending"] = await s.request_erasure(pid, user(40))
 
 
+FILLS = (_fill_projects, _fill_codes, _fill_events, _fill_checks, _fill_tracking, _fill_people)
+
+
 async def _filled(path: Path) -> World:
     s, w = SqliteStateStore(SqliteDatabase(path)), World()
     try:
-        for fill in (_fill_projects, _fill_codes, _fill_events, _fill_checks, _fill_tracking, _fill_people):
+        for fill in FILLS:
             await fill(s, w)
     finally:
         await s.close()
@@ -295,3 +299,68 @@ async def test_a_second_move_is_refused_and_writes_nothing(stores, tmp_path, red
         await _move(tmp_path / "state.sqlite3", redis_url)
     assert await redis.get_project(newcomer) is None and await redis.resolve_key(newcomer_key) is None
     assert await redis.get_config(w.pid) == PayoutConfig.model_validate({})
+
+
+# Keys the Redis store writes that have no SQLite counterpart (not copied), and a code's field of the same kind.
+_NOT_COPIED = ("af", "outbox", "outbox_records", "referral_removals")
+
+
+async def _layout(r, w: World) -> dict[str, tuple]:
+    """The project's keys, each named with its generated codes as placeholders: its type, whether it expires, its
+    fields (hashes), members (sets, sorted sets) or number of items (lists), and the fields of every JSON object among
+    its values (strings, hashes' values, lists' items)."""
+    prefix, found = ProjectKeys(w.pid)._key(""), {}
+
+    aliases = {code: alias for alias, code in w.codes.items() if not code.startswith("ADA")}  # (generated)
+    aliases.update((check_id, f"check {n}") for n, check_id in enumerate(w.checks))
+
+    def named(text: str) -> str:
+        for drawn, alias in aliases.items():
+            text = text.replace(drawn, f"<{alias}>")
+        return text
+
+    async for key in r.scan_iter(match=prefix + "*"):
+        name = named(key[len(prefix) :])
+        if name.split(":")[0] in _NOT_COPIED:
+            continue
+        kind, values = await r.type(key), []
+        if kind == "hash":
+            values = await r.hgetall(key)
+            parts = [field for field in values if field != "pending"]
+            values = list(values.values())
+        elif kind == "list":
+            values = await r.lrange(key, 0, -1)
+            parts = [str(len(values))]
+        elif kind == "string":
+            values, parts = [await r.get(key)], []  # (their texts: compared through the ports)
+        elif kind == "set":
+            parts = await r.smembers(key)
+        else:  # (a user's tracking ids past their time read as absent: the store drops them at its next binding)
+            parts = await r.zrangebyscore(key, now_ms() if name.startswith("track_ids:") else "-inf", "+inf")
+        found[name] = (kind, await r.pttl(key) > 0, sorted(map(named, parts)), _objects(values))
+    return found
+
+
+def _objects(values: list) -> list:
+    """The fields of each JSON object among `values` (sorted)."""
+    shapes = []
+    for value in values:
+        try:
+            document = json.loads(value)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(document, dict):
+            shapes.append(sorted(document))
+    return sorted(shapes)
+
+
+async def test_the_keys_are_laid_out_as_the_redis_store_writes_them(stores):
+    """The same changes made through the Redis store itself: the same keys, types, expiries, fields and documents."""
+    w, _, redis, _ = stores
+    direct = World()
+    for fill in FILLS:
+        await fill(redis, direct)
+    await asyncio.sleep(0.01)
+    moved, written = await _layout(redis.redis, w), await _layout(redis.redis, direct)
+    assert moved == written
+    assert {"code_seq", "affiliate_codes", "code_names", "erasure_salt", "blocklist_by_time"} <= set(moved)

@@ -237,13 +237,19 @@ async def _move(path: Path, url: str) -> dict:
         await redis.aclose()
 
 
+@pytest.fixture(params=["redis", pytest.param("redis_cluster", marks=pytest.mark.cluster)])
+def url(request) -> str:
+    """The Redis moved into: one node, and with `-m cluster` a Redis Cluster."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
 @pytest.fixture
-async def stores(tmp_path, redis_url):  # noqa: F811 (the fixture)
+async def stores(tmp_path, url):
     """The SQLite store filled, moved into Redis: (the world, the SQLite store, the Redis store, what was copied)."""
     path = tmp_path / "state.sqlite3"
     w = await _filled(path)
-    copied = await _move(path, redis_url)
-    sqlite, redis = SqliteStateStore(SqliteDatabase(path)), await open_redis_state(redis_url)
+    copied = await _move(path, url)
+    sqlite, redis = SqliteStateStore(SqliteDatabase(path)), await open_redis_state(url)
     yield w, sqlite, redis, copied
     await sqlite.close()
     await redis.close()
@@ -288,7 +294,7 @@ async def test_times_to_live_are_the_stores_own(stores):
     assert await r.exists(k.tracking_code("t-old"), k.tracking_user("t-old")) == 0
 
 
-async def test_a_second_move_is_refused_and_writes_nothing(stores, tmp_path, redis_url):  # noqa: F811
+async def test_a_second_move_is_refused_and_writes_nothing(stores, tmp_path, url):
     w, _, redis, _ = stores
     await redis.put_config(w.pid, PayoutConfig.model_validate({}))  # changed in Redis since the move
     again = SqliteStateStore(SqliteDatabase(tmp_path / "state.sqlite3"))
@@ -296,7 +302,7 @@ async def test_a_second_move_is_refused_and_writes_nothing(stores, tmp_path, red
     newcomer_key = await again.create_key(newcomer, ["query"])
     await again.close()
     with pytest.raises(MoveRefused, match=f"project {w.pid}"):
-        await _move(tmp_path / "state.sqlite3", redis_url)
+        await _move(tmp_path / "state.sqlite3", url)
     assert await redis.get_project(newcomer) is None and await redis.resolve_key(newcomer_key) is None
     assert await redis.get_config(w.pid) == PayoutConfig.model_validate({})
 

@@ -139,11 +139,16 @@ async def _codes(moving: Moving) -> int:
 
 
 async def _code_uses(moving: Moving) -> int:
+    previous = None
+
     def write(pipe, row):
+        nonlocal previous
+        key = ProjectKeys(row["project_id"]).code_uses(row["code"])
+        if key != previous:  # each list written whole: a move run again after a failure does not repeat its uses
+            pipe.delete(key)
+            previous = key
         use = {"use_id": row["use_id"], "user": user_field(_user(row)), "at": row["used_ms"]}
-        pipe.rpush(
-            ProjectKeys(row["project_id"]).code_uses(row["code"]), _json({**use, "proof": json.loads(row["proof"])})
-        )
+        pipe.rpush(key, _json({**use, "proof": json.loads(row["proof"])}))
 
     # In order of use, as the store appends them (rowid: the order of uses within one ms).
     return await _copy(moving, "SELECT rowid, * FROM code_uses ORDER BY project_id, code, used_ms, rowid", write)
@@ -306,9 +311,9 @@ async def _erasures(moving: Moving) -> int:
     return await _copy(moving, "SELECT * FROM erasures", write)
 
 
+# Projects and API keys last: what the target's check looks for, so a move that failed before them may run again
+# (every other copy writes its keys whole, so a second run leaves them as one would).
 COPIES: list[TableCopy] = [
-    TableCopy(("projects",), _projects),
-    TableCopy(("api_keys",), _api_keys),
     TableCopy(("configs",), _configs),
     TableCopy(("claim_signers",), _claim_signers),
     TableCopy(("affiliates",), _affiliates),
@@ -323,4 +328,6 @@ COPIES: list[TableCopy] = [
     TableCopy(("blocklist",), _blocklist),
     TableCopy(("erasure_salts",), _erasure_salts),
     TableCopy(("erasures",), _erasures),
+    TableCopy(("api_keys",), _api_keys),
+    TableCopy(("projects",), _projects),
 ]

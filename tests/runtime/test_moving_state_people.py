@@ -13,6 +13,7 @@ import pytest
 
 from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 from rewards.adapters.embedded.sqlite_state import SqliteStateStore
+from rewards.adapters.production import redis_keys
 from rewards.adapters.production.redis_client import open_redis
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_state import open_redis_state
@@ -370,3 +371,13 @@ async def test_the_keys_are_laid_out_as_the_redis_store_writes_them(stores):
     moved, written = await _layout(redis.redis, w), await _layout(redis.redis, direct)
     assert moved == written
     assert {"code_seq", "affiliate_codes", "code_names", "erasure_salt", "blocklist_by_time"} <= set(moved)
+
+
+async def test_a_move_that_failed_before_its_projects_may_run_again(stores, tmp_path, url):
+    """Everything but the projects and their keys written (a move that failed there): run again, the same answers."""
+    w, sqlite, redis, _ = stores
+    await redis.redis.delete(ProjectKeys(w.pid).project(), ProjectKeys(w.gone).project())
+    for info in [*await sqlite.list_keys(w.pid), *await sqlite.list_keys(w.gone)]:
+        await redis.redis.delete(redis_keys.api_key(info.key_id))
+    await _move(tmp_path / "state.sqlite3", url)
+    assert await answers(redis, w) == await answers(sqlite, w)

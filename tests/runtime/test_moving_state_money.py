@@ -4,6 +4,7 @@ does, and the next writes alike (caps reached to the unit, a released check, a k
 webhook lease); its keys are those the Redis store writes itself, with the same times to live."""
 
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 from rewards.adapters.embedded.sqlite_state import SqliteStateStore
 from rewards.adapters.production.redis_client import open_redis
 from rewards.adapters.production.redis_keys import ProjectKeys, webhook_endpoints, webhook_ready
-from rewards.adapters.production.redis_state import open_redis_state
+from rewards.adapters.production.redis_state import RedisStateStore, open_redis_state
 from rewards.domain import allotment, sealing
 from rewards.domain import claim_checks as cc
 from rewards.domain.allotment import DAY_MS, KEPT_MS, Ask, CapRule, Grant, Limits, Tally
@@ -26,7 +27,7 @@ from rewards.domain.webhook_events import LEASE_MS, RETAIN_MS, after_attempt, ne
 from rewards.domain.webhooks import Endpoint
 from rewards.settings import Settings
 from runtime.moving import MoveRefused, state_money
-from runtime.moving.state import Moving, check_target, open_source
+from runtime.moving.state import Moving, check_target, copy_state, open_source
 from schemas.records import load_records
 from tests.contract.support import check, redis_url, user  # noqa: F401 (redis_url: a fixture)
 
@@ -85,7 +86,7 @@ async def fill_reversals(store, pid: str, answers: dict) -> None:
     async with store.reverse(pid, [Reversal("e-1", "refund", D("0.25")), Reversal("e-2", "x", D("0.5"))], 1):
         pass
     await store.mark_reversed(pid, {"e-1": D("0.25")})
-    opened, closed = check(pid, 1, BOB), check(pid, 2, BOB)  # (claim checks: the other half's copy)
+    opened, closed = check(pid, 1, BOB), check(pid, 2, BOB)
     await store.register_claim_checks(pid, [opened, closed])
     async with store.update_claim_checks(pid, [closed.id], cc.close, BOB):
         pass
@@ -118,8 +119,16 @@ def sqlite_store(path: Path) -> SqliteStateStore:
     return SqliteStateStore(SqliteDatabase(path))
 
 
+async def move(path: Path, url: str) -> dict[str, int]:
+    redis = await open_redis(url, decode_responses=True)
+    try:
+        return await copy_state(path, redis, Settings())
+    finally:
+        await redis.aclose()
+
+
 async def copy_money(path: Path, url: str, settings: Settings) -> dict[str, int]:
-    """runtime.moving.state.copy_state with this module's copies alone (the other half's are written apart)."""
+    """runtime.moving.state.copy_state with this module's copies alone (its own refusals seen apart)."""
     source = await open_source(path)
     redis = await open_redis(url, settings, decode_responses=True)
     try:
@@ -131,28 +140,38 @@ async def copy_money(path: Path, url: str, settings: Settings) -> dict[str, int]
         await redis.aclose()
 
 
+@dataclass
 class Moved:
-    def __init__(self, sqlite, redis, pid: str, endpoints: tuple[str, str], t0: int, answers: dict, path: Path):
-        self.sqlite, self.redis, self.pid, self.endpoints = sqlite, redis, pid, endpoints
-        self.t0, self.answers, self.path = t0, answers, path
+    sqlite: SqliteStateStore
+    redis: RedisStateStore
+    pid: str
+    endpoints: tuple[str, str]
+    t0: int  # the scenario's time
+    answers: dict  # what the SQLite store answered in it
 
     def both(self):
         return self.sqlite, self.redis
 
 
+@pytest.fixture(params=["redis", pytest.param("redis_cluster", marks=pytest.mark.cluster)])
+def url(request) -> str:
+    """The Redis moved into: one node, and with `-m cluster` a Redis Cluster."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
 @pytest.fixture
-async def moved(tmp_path: Path, redis_url):  # noqa: F811 (the fixture)
-    """A SQLite store filled (a project of its own), copied into the session's Redis; both stores open."""
+async def moved(tmp_path: Path, url: str):
+    """A SQLite store filled (a project of its own), moved into the session's Redis; both stores open."""
     path, t0 = tmp_path / "state.sqlite3", now_ms()
     store = sqlite_store(path)
     pid = await store.create_project("money")
     endpoints = (f"wh_{uuid.uuid4().hex[:16]}", f"wh_{uuid.uuid4().hex[:16]}")
     answers = await fill(store, pid, endpoints, t0)
     await store.close()
-    copied = await copy_money(path, redis_url, Settings())
+    copied = await move(path, url)
     assert copied["webhook_deliveries+webhook_queued"] == 4  # (not the one past RETAIN_MS)
-    sqlite, redis = sqlite_store(path), await open_redis_state(redis_url)
-    yield Moved(sqlite, redis, pid, endpoints, t0, answers, path)
+    sqlite, redis = sqlite_store(path), await open_redis_state(url)
+    yield Moved(sqlite, redis, pid, endpoints, t0, answers)
     for endpoint_id in endpoints:
         await redis.forget_endpoint(pid, endpoint_id)  # (the lease reads every project's: none is left to the next)
     await sqlite.close()
@@ -291,17 +310,15 @@ async def test_a_granted_delivery_gets_its_grants_back(moved: Moved):
 # -- the keys -------------------------------------------------------------------------------------------------------
 
 
-async def test_the_keys_and_their_times_to_live_are_the_redis_stores(moved: Moved, redis_url):  # noqa: F811
+async def test_the_keys_and_their_times_to_live_are_the_redis_stores(moved: Moved, url: str):
     """The same scenario run on the Redis store itself writes the same keys, of the same types, each with a time to
     live where the copy's has one, ending at the same time (to the scenario's few seconds)."""
-    redis = await open_redis(redis_url, Settings(), decode_responses=True)
+    redis = await open_redis(url, decode_responses=True)
     copied = await layout(redis, moved.pid)  # (before the scenario's lease, which reads every project's deliveries)
     native = await moved.redis.create_project("native")
     await fill(moved.redis, native, moved.endpoints, moved.t0)
     try:
         made = await layout(redis, native)
-        # (not the other half's: the project and its claim checks; nor the outbox, empty in a drained data dir)
-        made = {key: found for key, found in made.items() if not key.startswith(("project", "claim_check:", "outbox"))}
         assert {key: kind for key, (kind, _) in made.items()} == {key: kind for key, (kind, _) in copied.items()}
         for key, (_, expires) in copied.items():
             assert (expires == -1) == (made[key][1] == -1), key
@@ -324,8 +341,10 @@ async def layout(redis, pid: str) -> dict[str, tuple[str, int]]:
     """The project's keys (past its prefix) → (type, when it expires in ms, -1: never)."""
     prefix = ProjectKeys(pid).project().removesuffix("project")
     found = {}
-    async for key in redis.scan_iter(match=prefix.replace("{", "[{]").replace("}", "[}]") + "*"):
-        found[key.removeprefix(prefix)] = (await redis.type(key), await redis.pexpiretime(key))
+    async for key in redis.scan_iter(match=prefix + "*"):
+        name = key.removeprefix(prefix)
+        if not name.startswith(("project", "claim_check:", "outbox")):  # (the other half's; the outbox, drained)
+            found[name] = (await redis.type(key), await redis.pexpiretime(key))
     return found
 
 

@@ -43,7 +43,8 @@ async def _copy(moving: Moving, sql: str, params: tuple, write) -> int:
 
 
 async def copy_allot_deliveries(moving: Moving) -> int:
-    # (a fingerprint is the SQLite store's: see the report of the move's tests on the Redis store's own)
+    # The fingerprint stays SQLite's, which the Redis store's (a hash of its script's arguments) never equals: a copied
+    # delivery asking again is counted again. A drained data dir's deliveries are written, so none is asked again.
     def write(pipe, row) -> None:
         k = ProjectKeys(row["project_id"])
         pipe.hset(k.allotment("deliveries"), row["delivery"], f"{row['fingerprint']}\n{row['cuts']}")

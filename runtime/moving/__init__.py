@@ -38,7 +38,7 @@ async def move_to_production(data_dir: Path, settings: Settings, progress: Progr
     try:
         await source.migrate()  # an embedded warehouse of an older release is brought forward, as serve would
         tables = await warehouse.check(source, target)
-        await state.check(state_path(data_dir), redis)
+        await state.check(state_path(data_dir), redis, settings)
         told = _part(progress, "warehouse")
         moved = {"warehouse": await warehouse.copy_tables(source, target, tables, data_dir / "moving", told)}
         moved["state"] = await state.copy_state(state_path(data_dir), redis, settings, _part(progress, "state"))

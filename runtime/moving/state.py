@@ -5,7 +5,8 @@ Each SQLite table is copied by one `TableCopy` of the modules named in COPIES, w
 with a plain read-only connection, in chunks (memory stays bounded whatever the table's size), and write the Redis
 keys through pipelines. Times to live are given from the rows' own times, as the production store would have set them
 (a mark past its window is not copied). The embedded log's tables are not copied: a move starts from a drained data
-dir (its outbox and webhook feed empty: runtime.moving refuses otherwise).
+dir (its outbox and webhook feed empty: runtime.moving refuses otherwise); NOT_COPIED says which state is not, and
+why (tests/runtime/test_moving_state.py: every other table has its copy).
 
 Before anything is written, the Redis must hold none of the data dir's projects and none of its API keys: a move
 never merges into, nor overwrites, a store in use.
@@ -19,6 +20,7 @@ from pathlib import Path
 from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 from rewards.adapters.production import redis_keys
 from rewards.adapters.production.redis_client import RedisClient
+from rewards.domain import sealing
 from rewards.domain.timestamps import now_ms
 from rewards.settings import Settings
 from runtime.moving.refusals import MoveRefused
@@ -26,6 +28,15 @@ from runtime.moving.refusals import MoveRefused
 # The embedded log's own tables, never copied (a move starts from a drained data dir), and SQLite's own.
 LOG_TABLES = ("outbox", "outbox_plan", "webhook_feed")
 NOT_STATE = {*LOG_TABLES, "sqlite_sequence"}
+# State tables not copied, and why.
+NOT_COPIED = {
+    # Each delivery's grants under caps and budgets, kept until its rows are written so that the same delivery seen
+    # again gets the same grants: the embedded log's deliveries (`outbox:<first>-<last>`) are all written in a drained
+    # data dir, and no production delivery (`<topic>:<partition>:<first>-<last>`) ever bears one of their tokens.
+    "allot_deliveries",
+}
+# Copied last: a move that failed before them finds no project in the target, so it may be run again.
+LAST = ("api_keys", "projects")
 CHUNK = 1_000  # rows read, and keys written in one pipeline, at a time
 
 
@@ -49,10 +60,11 @@ class TableCopy:
 
 
 def copies() -> list[TableCopy]:
-    """Every table's copy, in the order they run."""
+    """Every table's copy, in the order they run: the projects and their keys last."""
     from runtime.moving import state_money, state_people
 
-    return [*state_people.COPIES, *state_money.COPIES]
+    every = [*state_people.COPIES, *state_money.COPIES]
+    return sorted(every, key=lambda table_copy: table_copy.tables[0] in LAST)
 
 
 def rows(source: sqlite3.Connection, sql: str, params: tuple = ()):
@@ -94,11 +106,31 @@ async def check_target(moving: Moving) -> None:
                           "Redis that holds none of the data dir's projects")  # fmt: skip
 
 
-async def check(path: Path, redis: RedisClient) -> None:
-    """Refuse, before anything is written, a Redis that already holds a project or an API key of the state file."""
+def check_sealed(moving: Moving) -> None:
+    """Refuse claim signers' keys and webhook endpoints' secrets the production settings cannot open (another
+    REWARDS_SECRETS_KEY): they are copied sealed as they are, never opened nor sealed again."""
+    sealed = """SELECT project_id, 'the claim signer' AS what, sealed_key AS sealed FROM claim_signers
+                UNION ALL SELECT project_id, 'webhook endpoint ' || id, json_extract(document, '$.sealed_secret')
+                FROM webhook_endpoints"""
+    for chunk in rows(moving.source, sealed):
+        for row in chunk:
+            try:
+                sealing.unseal(row["sealed"], moving.settings.secrets_keys)
+            except sealing.SecretUnreadable as unreadable:
+                raise MoveRefused(
+                    f"{row['what']} of project {row['project_id']}: {unreadable} (the production REWARDS_SECRETS_KEY "
+                    "must hold the key the data dir's secrets were sealed with)"
+                ) from None
+
+
+async def check(path: Path, redis: RedisClient, settings: Settings) -> None:
+    """Refuse, before anything is written, a Redis that already holds a project or an API key of the state file, and
+    secrets the production settings cannot open."""
     source = await open_source(path)
     try:
-        await check_target(Moving(source, redis, now_ms(), Settings()))
+        moving = Moving(source, redis, now_ms(), settings)
+        check_sealed(moving)
+        await check_target(moving)
     finally:
         source.close()
 
@@ -108,6 +140,7 @@ async def copy_state(path: Path, redis: RedisClient, settings: Settings, progres
     source = await open_source(path)
     try:
         moving = Moving(source, redis, now_ms(), settings)
+        check_sealed(moving)
         await check_target(moving)
         copied = {}
         for table_copy in copies():

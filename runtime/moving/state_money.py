@@ -1,7 +1,8 @@
-"""The state copy's money half (runtime.moving.state): caps and budgets (allot_deliveries, allot_released,
-allot_counters, allot_history), reversals and debts (reversals, debts, debt_calls), held payouts, and webhooks
-(webhook_endpoints, webhook_deliveries with webhook_queued, webhook_failing) written as the Redis store writes them
-(rewards.adapters.production.redis_keys), its encodings taken from its own modules.
+"""The state copy's money half (runtime.moving.state): caps and budgets (allot_released, allot_counters,
+allot_history; not allot_deliveries: runtime.moving.state.NOT_COPIED), reversals and debts (reversals, debts,
+debt_calls), held payouts, and webhooks (webhook_endpoints, webhook_deliveries with webhook_queued, webhook_failing)
+written as the Redis store writes them (rewards.adapters.production.redis_keys), its encodings taken from its own
+modules.
 
 Each key's time to live is the Redis store's, from the row's own time; a row past it is not copied. The global index
 of webhook endpoints (`rw:{webhooks}:…`, a slot of its own) is derived from the deliveries, as the store's
@@ -17,11 +18,10 @@ from rewards.adapters.production.redis_state.allotment import _field
 from rewards.adapters.production.redis_state.approvals import DECIDED
 from rewards.adapters.production.redis_state.base import _json, _ms
 from rewards.adapters.production.redis_state.webhook_queue import _document, _log_member, _state
-from rewards.domain import sealing, webhook_events, webhooks
-from rewards.domain.allotment import GRANTS_KEPT_MS, KEPT_MS, RELEASES_KEPT_MS, month_end_of
+from rewards.domain import webhook_events, webhooks
+from rewards.domain.allotment import KEPT_MS, RELEASES_KEPT_MS, month_end_of
 from rewards.domain.amounts import format_amount
 from rewards.domain.payouts import User
-from runtime.moving.refusals import MoveRefused
 from runtime.moving.state import Moving, TableCopy, rows
 
 VERSION = 1  # the wh_version of a project whose deliveries were copied, and of its endpoints' states in the index
@@ -40,18 +40,6 @@ async def _copy(moving: Moving, sql: str, params: tuple, write) -> int:
 
 
 # -- caps and budgets -----------------------------------------------------------------------------------------------
-
-
-async def copy_allot_deliveries(moving: Moving) -> int:
-    # The fingerprint stays SQLite's, which the Redis store's (a hash of its script's arguments) never equals: a copied
-    # delivery asking again is counted again. A drained data dir's deliveries are written, so none is asked again.
-    def write(pipe, row) -> None:
-        k = ProjectKeys(row["project_id"])
-        pipe.hset(k.allotment("deliveries"), row["delivery"], f"{row['fingerprint']}\n{row['cuts']}")
-        pipe.zadd(k.allotment("deliveries_at"), {row["delivery"]: row["created_ms"]})
-
-    sql = "SELECT project_id, delivery, fingerprint, cuts, created_ms FROM allot_deliveries WHERE created_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms - GRANTS_KEPT_MS,), write)
 
 
 async def copy_allot_released(moving: Moving) -> int:
@@ -164,23 +152,7 @@ async def copy_held_payouts(moving: Moving) -> int:
 # -- webhooks -------------------------------------------------------------------------------------------------------
 
 
-def check_sealed(moving: Moving) -> None:
-    """Refuse endpoints whose secrets the production settings cannot open (REWARDS_SECRETS_KEY differs): they are
-    copied sealed as they are, never opened nor sealed again."""
-    for chunk in rows(moving.source, "SELECT project_id, id, document FROM webhook_endpoints"):
-        for row in chunk:
-            try:
-                sealing.unseal(json.loads(row["document"])["sealed_secret"], moving.settings.secrets_keys)
-            except sealing.SecretUnreadable as unreadable:
-                raise MoveRefused(
-                    f"webhook endpoint {row['id']} of project {row['project_id']}: {unreadable} (the production "
-                    "REWARDS_SECRETS_KEY must hold the key the embedded data dir's secrets were sealed with)"
-                ) from None
-
-
 async def copy_webhook_endpoints(moving: Moving) -> int:
-    check_sealed(moving)
-
     def write(pipe, row) -> None:
         document = _json(webhooks.to_json(webhooks.from_json(json.loads(row["document"]))))
         pipe.hset(ProjectKeys(row["project_id"]).webhooks(), row["id"], document)
@@ -238,8 +210,7 @@ async def copy_webhook_failing(moving: Moving) -> int:
 
 
 COPIES: list[TableCopy] = [
-    TableCopy(("webhook_endpoints",), copy_webhook_endpoints),  # first: it may refuse (check_sealed)
-    TableCopy(("allot_deliveries",), copy_allot_deliveries),
+    TableCopy(("webhook_endpoints",), copy_webhook_endpoints),
     TableCopy(("allot_released",), copy_allot_released),
     TableCopy(("allot_counters",), copy_allot_counters),
     TableCopy(("allot_history",), copy_allot_history),

@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from rewards.adapters.embedded.sqlite_db import SqliteDatabase
 from rewards.adapters.embedded.sqlite_state import SqliteStateStore
@@ -18,6 +19,7 @@ from rewards.adapters.production.redis_client import open_redis
 from rewards.adapters.production.redis_keys import ProjectKeys
 from rewards.adapters.production.redis_state import open_redis_state
 from rewards.domain import claim_checks as cc
+from rewards.domain import sealing
 from rewards.domain.claim_signing import StoredSigner
 from rewards.domain.payout_config import PayoutConfig
 from rewards.domain.payouts import User
@@ -34,7 +36,9 @@ CONFIG = PayoutConfig.model_validate(
         "tiers": [{"id": "gold", "name": "Gold", "rank": 1, "rates": {"r1": 0.1, "r2": 0.05, "r3": 0, "r4": 0}}],
     }
 )
-SIGNER = StoredSigner(address="0x" + "ab" * 20, sealed_key="fernet:gAAAAB-sealed")
+SECRETS_KEY = Fernet.generate_key().decode()  # the data dir's and production's (runtime.moving.state.check_sealed)
+SIGNER = StoredSigner(address="0x" + "ab" * 20, sealed_key=sealing.seal(b"\x01" * 32, [SECRETS_KEY]))
+SETTINGS = Settings(secrets_key=SECRETS_KEY)
 
 
 @dataclass
@@ -233,7 +237,7 @@ async def _changes(store, w: World) -> dict:
 async def _move(path: Path, url: str) -> dict:
     redis = await open_redis(url, decode_responses=True)
     try:
-        return await copy_state(path, redis, Settings())
+        return await copy_state(path, redis, SETTINGS)
     finally:
         await redis.aclose()
 
@@ -278,7 +282,7 @@ async def test_changes_relying_on_the_copied_indexes_answer_the_same(stores):
 
 async def test_times_to_live_are_the_stores_own(stores):
     w, _, redis, _ = stores
-    settings, k, r = Settings(), ProjectKeys(w.pid), redis.redis
+    settings, k, r = SETTINGS, ProjectKeys(w.pid), redis.redis
 
     async def ttl_s(key: str) -> float:
         return await r.pttl(key) / 1000

@@ -22,7 +22,12 @@ from rewards.devengines import clickhouse
 from tests.support.harness import Api, ProductionServer, Server, eventually, free_port
 from tests.support.real_engines import _own_engine
 
-TIME_FIELDS = {"created_at", "processed_at", "updated_at", "claimed_at", "next_attempt_at", "expires_at"}
+# What each shape stamps by its own clock or draws at random: apart when two shapes take the same calls.
+TIME_FIELDS = {"created_at", "processed_at", "updated_at", "claimed_at", "next_attempt_at", "expires_at", "used_at",
+               "date_joined", "date", "happened_at", "reversed_at"}  # fmt: skip
+# Ids drawn at random (a reversal's, a code use's and so its payouts', a webhook message's): 32 hex digits, not
+# within an address.
+DRAWN_ID = re.compile(r"(?<![0-9a-fx])[0-9a-f]{32}(?![0-9a-f])")
 ANSWERED_AT = "calculated_at"  # when a leaderboard was computed: the time of the request
 
 
@@ -70,6 +75,12 @@ def _engines(own_kafka, own_redis, clickhouse_url) -> dict[str, str]:
     return {"KAFKA_BOOTSTRAP_SERVERS": own_kafka.url, "REDIS_URL": own_redis.url, "CLICKHOUSE_URL": url}
 
 
+def _drop(url: str) -> None:
+    admin = clickhouse.connect(urlsplit(url)._replace(path="").geturl())
+    admin.command(f"DROP DATABASE IF EXISTS {urlsplit(url).path.strip('/')}")
+    admin.close()
+
+
 # -- the data dir: the demo, then every program feature ------------------------------------------------------------
 
 
@@ -78,7 +89,7 @@ def _fill(api: Api, receiver: str) -> dict:
     config = api.get("/projects/config").json()
     config.pop("claim_signer_address", None)
     config |= {
-        "caps": [{"applies_to": "wallet", "currency": "point", "amount": "60", "window": "30d"}],
+        "caps": [{"applies_to": "wallet", "currency": "point", "amount": "30", "window": "30d"}],
         "budgets": [{"currency": "point", "amount": "100000"}],
         "approval": {"currencies": ["point"], "above": "15"},
     }
@@ -221,10 +232,14 @@ def _stable(path: str, body):
 
 
 def _without_times(value):
+    """An answer without what each shape stamps by its own clock or draws; lists in a canonical order (two rows of
+    the same time are listed in the order of their drawn ids)."""
+    if isinstance(value, str):
+        return DRAWN_ID.sub("…", value)
     if isinstance(value, dict):
         return {k: _without_times(v) for k, v in value.items() if k not in TIME_FIELDS}
-    if isinstance(value, list):
-        return [_without_times(v) for v in value]
+    if isinstance(value, list | tuple):
+        return sorted((_without_times(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
     return value
 
 
@@ -271,10 +286,13 @@ def moved(tmp_path_factory, own_kafka, own_redis, clickhouse_url, receiver):
     migrated = _cli("migrate", env=engines)
     assert migrated.returncode == 0, migrated.stderr
     move = _cli("move-to-production", "--data-dir", str(data_dir), env=engines)
-    production = ProductionServer(engines, {**env, "REWARDS_WEBHOOKS_ALLOW_PRIVATE": "1"}, webhooks=True).start()
-    yield {"data_dir": data_dir, "engines": engines, "env": env, "made": made, "filled": filled, "openapi": document,
-           "requests": requests, "before": before, "move": move, "production": production}  # fmt: skip
-    production.stop()
+    production = ProductionServer(engines, env, webhooks=True).start()
+    try:
+        yield {"data_dir": data_dir, "env": env, "made": made, "filled": filled, "openapi": document,
+               "requests": requests, "before": before, "move": move, "production": production}  # fmt: skip
+    finally:
+        production.stop()
+        _drop(engines["CLICKHOUSE_URL"])
 
 
 def test_the_move_copies_every_table_and_prints_what(moved):
@@ -298,3 +316,50 @@ def test_every_get_is_read(moved):
     patterns = {path: re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", path) + "$") for path in published}
     read = {"/api/v1" + path for path, _ in moved["requests"]}
     assert {path for path, pattern in patterns.items() if not any(map(pattern.match, read))} == set()
+
+
+def _go_on(api: Api, filled: dict, newcomer: str) -> None:
+    """The same further calls, made to either shape: what they answer and pay depends on the state moved (dedup marks,
+    the referral graph, the caps' and the budget's counters, reversed shares, held payouts, the blocklist)."""
+    again = {"name": "purchase", "user_identifier": filled["users"][1], "user_identifier_type": "evm_address",
+             "dedup_id": "before-1", "args": {"value": {"amount": "401.25", "currency": {"name": "USD"}}}}  # fmt: skip
+    assert api.post("/events/batch", json={"events": [again]}).json() == {"ingested_events": 0}
+    code = filled["affiliates"][0]["codes"][0]
+    used = api.patch(
+        f"/referral_codes/{code}/use", json={"user_identifier": newcomer, "user_identifier_type": "evm_address"}
+    )
+    assert used.status_code == 200, used.text
+    _convert(api, [*filled["users"], filled["blocked"], newcomer], "after")
+    reversals = [{"dedup_id": "before-0", "reason": "fraud", "fraction": "0.25"},
+                 {"dedup_id": "before-1", "reason": "chargeback", "fraction": "0.5"}]  # fmt: skip
+    assert api.post("/events/reversals", json={"reversals": reversals}).json() == {"reversed": 2}
+    decided = {"payout_ids": filled["held"][:1]}
+    assert api.post("/payouts/pending-approval/approve", json=decided).json() == {"approved": 1}
+    assert api.post("/payouts/pending-approval/reject", json={"payout_ids": filled["held"][1:2]}).json() == {
+        "rejected": 1
+    }
+    api.settle(timeout_s=60)
+
+
+def test_both_shapes_go_on_alike_after_the_move(moved):
+    """The data dir is left as it was: `rewards serve` starts on it again, and it and the production shape take the
+    same further calls; every GET then answers alike on both (times apart: each shape stamps its own)."""
+    made, filled = moved["made"], moved["filled"]
+    newcomer = "0x" + "c0ffee" * 6 + "0001"
+    person = {"user_identifier": newcomer, "user_identifier_type": "evm_address"}
+    requests = [*moved["requests"], ("/user/referrer", person), ("/payouts/movements", {**person, "type": "point"})]
+    requests = [(path, params) for path, params in requests if not path.startswith("/exports/")]  # (2 a minute)
+    embedded = Server(moved["data_dir"], moved["env"]).start()
+    try:
+        with Api(embedded, made["api_key"], made["project_id"]) as here, \
+                Api(moved["production"], made["api_key"], made["project_id"]) as there:  # fmt: skip
+            for api in (here, there):
+                _go_on(api, filled, newcomer)
+
+            def alike() -> None:
+                one, other = (_without_times(_answers(api, requests)) for api in (here, there))
+                assert not _differences(one, other), "\n".join(_differences(one, other))
+
+            eventually(alike, timeout_s=30)
+    finally:
+        embedded.stop()

@@ -41,12 +41,12 @@ demo: $(STAMP)
 	$(VENV)/bin/rewards demo $(DEMO_ARGS)
 
 # The single-node suite, then the cluster tests that take about a minute (the state store's contract on a Redis
-# Cluster, the sharded warehouse). In two sessions: the cluster stacks and the single-node one would otherwise share
+# Cluster, a data dir's state moved into one, the sharded warehouse). In two sessions: the cluster stacks and the single-node one would otherwise share
 # a broker and a consumer group. make test-cluster runs the whole cluster suite (3 Kafka brokers, 3 Redis masters,
 # 2 ClickHouse shards; ~3.5 min, ~2.5 GB more): besides these, the broker kills under load and the contract suite
 # on two shards, which would take make test past 13 of CI's 15 minutes.
 QUICK_CLUSTER_TESTS := tests/contract tests/adapters/test_key_cache.py tests/adapters/test_redis_cluster.py \
-	tests/adapters/test_clickhouse_shards.py
+	tests/adapters/test_clickhouse_shards.py tests/runtime/test_moving_state_people.py tests/runtime/test_moving_state_money.py
 # The single-node suite runs in TEST_WORKERS processes (pytest-xdist), a test module whole in one of them (its
 # module-scoped servers stay its own); each process starts its own engines. TEST_WORKERS=0: one process. Modules are
 # handed out longest first (tests/conftest.py SLOWEST_FIRST), not by their number of tests. The 40 slowest tests are

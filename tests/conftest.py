@@ -27,6 +27,7 @@ SLOWEST_FIRST = (
     "tests/bench/test_bench_smoke.py",
     "tests/stream_workers/test_faust_workers.py",
     "tests/runtime/test_production_faults.py",
+    "tests/runtime/test_move_to_production.py",
     "tests/adapters/test_redis_loss.py",
     "tests/stream_workers/test_webhook_deliveries.py",
     "tests/ingest_api/test_affiliates.py",

@@ -74,6 +74,18 @@ def rows(source: sqlite3.Connection, sql: str, params: tuple = ()):
         yield chunk
 
 
+async def copy_rows(moving: Moving, sql: str, write: Callable, params: tuple = ()) -> int:
+    """Each chunk of `sql`'s rows written by `write(pipeline, row)` in one pipeline; the rows copied."""
+    copied = 0
+    for chunk in rows(moving.source, sql, params):
+        async with moving.redis.pipeline(transaction=False) as pipe:
+            for row in chunk:
+                write(pipe, row)
+            await pipe.execute()
+        copied += len(chunk)
+    return copied
+
+
 async def open_source(path: Path) -> sqlite3.Connection:
     """A read-only connection to the embedded state file, its schema first brought to the current version (the
     columns and tables a newer release adds), as `rewards serve` would."""

@@ -22,21 +22,9 @@ from rewards.domain import webhook_events, webhooks
 from rewards.domain.allotment import KEPT_MS, RELEASES_KEPT_MS, month_end_of
 from rewards.domain.amounts import format_amount
 from rewards.domain.payouts import User
-from runtime.moving.state import Moving, TableCopy, rows
+from runtime.moving.state import Moving, TableCopy, copy_rows, rows
 
 VERSION = 1  # the wh_version of a project whose deliveries were copied, and of its endpoints' states in the index
-
-
-async def _copy(moving: Moving, sql: str, params: tuple, write) -> int:
-    """`write(pipeline, row)` for each row of `sql`, a pipeline per chunk; the rows copied."""
-    copied = 0
-    for chunk in rows(moving.source, sql, params):
-        pipe = moving.redis.pipeline(transaction=False)
-        for row in chunk:
-            write(pipe, row)
-        await pipe.execute()
-        copied += len(chunk)
-    return copied
 
 
 # -- caps and budgets -----------------------------------------------------------------------------------------------
@@ -47,7 +35,7 @@ async def copy_allot_released(moving: Moving) -> int:
         pipe.zadd(ProjectKeys(row["project_id"]).allotment("released"), {row["check_id"]: row["created_ms"]})
 
     sql = "SELECT project_id, check_id, created_ms FROM allot_released WHERE created_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms - RELEASES_KEPT_MS,), write)
+    return await copy_rows(moving, sql, write, (moving.now_ms - RELEASES_KEPT_MS,))
 
 
 def counter_field(who: str) -> str:
@@ -79,7 +67,7 @@ async def copy_allot_counters(moving: Moving) -> int:
             pipe.pexpireat(key, expires_ms)
 
     sql = "SELECT project_id, key, units FROM allot_counters WHERE expires_ms IS NULL OR expires_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms,), write)
+    return await copy_rows(moving, sql, write, (moving.now_ms,))
 
 
 def history_member(moving: Moving, row) -> tuple[str, int]:
@@ -98,7 +86,7 @@ async def copy_allot_history(moving: Moving) -> int:
         pipe.pexpireat(key, row["expires_ms"])  # latest + the currency's keeping: the rows' last is the key's greatest
 
     sql = "SELECT rowid, project_id, key, grants, expires_ms FROM allot_history WHERE expires_ms > ?"
-    return await _copy(moving, sql + " ORDER BY project_id, key, expires_ms", (moving.now_ms,), write)
+    return await copy_rows(moving, sql + " ORDER BY project_id, key, expires_ms", write, (moving.now_ms,))
 
 
 # -- reversals, debts, held payouts ---------------------------------------------------------------------------------
@@ -116,7 +104,7 @@ async def copy_reversals(moving: Moving) -> int:
             pipe.set(k.reversal_written(row["dedup_id"]), row["written"], pxat=expires_ms)
 
     sql = "SELECT project_id, dedup_id, reversed, digests, updated_ms, written FROM reversals WHERE updated_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms - window_ms,), write)
+    return await copy_rows(moving, sql, write, (moving.now_ms - window_ms,))
 
 
 async def copy_debts(moving: Moving) -> int:
@@ -124,7 +112,7 @@ async def copy_debts(moving: Moving) -> int:
         user = User(row["user_id"], row["user_type"])
         pipe.set(ProjectKeys(row["project_id"]).debt(row["currency"], user), row["units"])
 
-    return await _copy(moving, "SELECT project_id, user_type, user_id, currency, units FROM debts", (), write)
+    return await copy_rows(moving, "SELECT project_id, user_type, user_id, currency, units FROM debts", write)
 
 
 async def copy_debt_calls(moving: Moving) -> int:
@@ -134,7 +122,7 @@ async def copy_debt_calls(moving: Moving) -> int:
         pipe.zadd(k.debt_calls_at(), {row["token"]: row["created_ms"]})
 
     sql = "SELECT project_id, token, answer, created_ms FROM debt_calls WHERE created_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms - KEPT_MS,), write)
+    return await copy_rows(moving, sql, write, (moving.now_ms - KEPT_MS,))
 
 
 async def copy_held_payouts(moving: Moving) -> int:
@@ -146,7 +134,7 @@ async def copy_held_payouts(moving: Moving) -> int:
             pipe.set(key, DECIDED, pxat=row["decided_ms"] + KEPT_MS)
 
     sql = "SELECT project_id, payout_id, row, decided_ms FROM held_payouts WHERE decided_ms IS NULL OR decided_ms > ?"
-    return await _copy(moving, sql, (moving.now_ms - KEPT_MS,), write)
+    return await copy_rows(moving, sql, write, (moving.now_ms - KEPT_MS,))
 
 
 # -- webhooks -------------------------------------------------------------------------------------------------------
@@ -157,7 +145,7 @@ async def copy_webhook_endpoints(moving: Moving) -> int:
         document = _json(webhooks.to_json(webhooks.from_json(json.loads(row["document"]))))
         pipe.hset(ProjectKeys(row["project_id"]).webhooks(), row["id"], document)
 
-    return await _copy(moving, "SELECT project_id, id, document FROM webhook_endpoints", (), write)
+    return await copy_rows(moving, "SELECT project_id, id, document FROM webhook_endpoints", write)
 
 
 # Deliveries held: pending ones, and finished ones not yet past RETAIN_MS (the sweep's cutoff, kept at it).
@@ -178,7 +166,7 @@ async def copy_webhook_deliveries(moving: Moving) -> int:
 
     cutoff = moving.now_ms - webhook_events.RETAIN_MS
     columns = "project_id, id, endpoint_id, created_ms, status, next_attempt_ms, document"
-    copied = await _copy(moving, f"SELECT {columns} {_HELD}", (cutoff,), write)
+    copied = await copy_rows(moving, f"SELECT {columns} {_HELD}", write, (cutoff,))
     await index_webhook_endpoints(moving, cutoff)
     return copied
 
@@ -206,7 +194,7 @@ async def copy_webhook_failing(moving: Moving) -> int:
     def write(pipe, row) -> None:
         pipe.hset(ProjectKeys(row["project_id"]).webhook_failing(), row["endpoint_id"], row["since_ms"])
 
-    return await _copy(moving, "SELECT project_id, endpoint_id, since_ms FROM webhook_failing", (), write)
+    return await copy_rows(moving, "SELECT project_id, endpoint_id, since_ms FROM webhook_failing", write)
 
 
 COPIES: list[TableCopy] = [

@@ -10,7 +10,6 @@ entries (an entry that is gone is one published) and the ingest processes' epoch
 """
 
 import json
-from collections.abc import Callable
 
 from rewards.adapters.embedded.sqlite_state.affiliates import _affiliate
 from rewards.adapters.production import redis_keys
@@ -19,21 +18,9 @@ from rewards.adapters.production.redis_state.affiliates import _affiliate_json
 from rewards.adapters.production.redis_state.base import _json, _ms
 from rewards.adapters.production.redis_state.erasures import _US, _by_user, _slot_key
 from rewards.domain.payouts import User
-from runtime.moving.state import Moving, TableCopy, rows
+from runtime.moving.state import Moving, TableCopy, copy_rows
 
 _DEDUP_STATUSES = ("accepted", "processed", "failed")  # dedup.processed: 0, 1, 2 (sqlite_state.ingest)
-
-
-async def _copy(moving: Moving, sql: str, write: Callable, params: tuple = ()) -> int:
-    """Each chunk of `sql`'s rows written by `write(pipe, row)` in one pipeline; the rows copied."""
-    copied = 0
-    for chunk in rows(moving.source, sql, params):
-        async with moving.redis.pipeline(transaction=False) as pipe:
-            for row in chunk:
-                write(pipe, row)
-            await pipe.execute()
-        copied += len(chunk)
-    return copied
 
 
 def _user(row, type_column: str = "user_type", id_column: str = "user_id") -> User:
@@ -53,7 +40,7 @@ async def _projects(moving: Moving) -> int:
         fields = _present(name=row["name"], created_ms=row["created_ms"], deleted_ms=row["deleted_ms"])
         pipe.hset(ProjectKeys(row["id"]).project(), mapping=fields)
 
-    return await _copy(moving, "SELECT id, name, created_ms, deleted_ms FROM projects", write)
+    return await copy_rows(moving, "SELECT id, name, created_ms, deleted_ms FROM projects", write)
 
 
 async def _api_keys(moving: Moving) -> int:
@@ -67,14 +54,14 @@ async def _api_keys(moving: Moving) -> int:
         )
         pipe.hset(redis_keys.api_key(row["id"]), mapping=fields)
 
-    return await _copy(moving, "SELECT * FROM api_keys", write)
+    return await copy_rows(moving, "SELECT * FROM api_keys", write)
 
 
 async def _configs(moving: Moving) -> int:
     def write(pipe, row):
         pipe.set(ProjectKeys(row["project_id"]).config(), row["document"])
 
-    return await _copy(moving, "SELECT project_id, document FROM configs", write)
+    return await copy_rows(moving, "SELECT project_id, document FROM configs", write)
 
 
 async def _claim_signers(moving: Moving) -> int:
@@ -82,7 +69,7 @@ async def _claim_signers(moving: Moving) -> int:
         fields = {"address": row["address"], "sealed_key": row["sealed_key"], "updated_ms": row["updated_ms"]}
         pipe.hset(ProjectKeys(row["project_id"]).claim_signer(), mapping=fields)
 
-    return await _copy(moving, "SELECT * FROM claim_signers", write)
+    return await copy_rows(moving, "SELECT * FROM claim_signers", write)
 
 
 # -- affiliates, codes, code uses, referrals --------------------------------------------------------------------------
@@ -93,7 +80,7 @@ async def _affiliates(moving: Moving) -> int:
         user = _user(row)
         pipe.hset(ProjectKeys(row["project_id"]).affiliates(), user_field(user), _affiliate_json(_affiliate(user, row)))
 
-    return await _copy(moving, "SELECT * FROM affiliates", write)
+    return await copy_rows(moving, "SELECT * FROM affiliates", write)
 
 
 _CODES = """
@@ -133,9 +120,9 @@ async def _codes(moving: Moving) -> int:
     def write_name(pipe, row):
         pipe.hset(ProjectKeys(row["project_id"]).code_names(), row["name"], row["code"])
 
-    copied = await _copy(moving, _CODES, write)
-    await _copy(moving, "SELECT project_id, MAX(seq) AS seq FROM codes GROUP BY project_id", write_seq)
-    return copied + await _copy(moving, "SELECT project_id, name, code FROM code_names", write_name)
+    copied = await copy_rows(moving, _CODES, write)
+    await copy_rows(moving, "SELECT project_id, MAX(seq) AS seq FROM codes GROUP BY project_id", write_seq)
+    return copied + await copy_rows(moving, "SELECT project_id, name, code FROM code_names", write_name)
 
 
 async def _code_uses(moving: Moving) -> int:
@@ -151,7 +138,7 @@ async def _code_uses(moving: Moving) -> int:
         pipe.rpush(key, _json({**use, "proof": json.loads(row["proof"])}))
 
     # In order of use, as the store appends them (rowid: the order of uses within one ms).
-    return await _copy(moving, "SELECT rowid, * FROM code_uses ORDER BY project_id, code, used_ms, rowid", write)
+    return await copy_rows(moving, "SELECT rowid, * FROM code_uses ORDER BY project_id, code, used_ms, rowid", write)
 
 
 # A referral made before its use was recorded beside it: its use found by its time, as sqlite_state's removal does.
@@ -173,7 +160,7 @@ async def _referrals(moving: Moving) -> int:
             edge["use"] = row["use"]
         pipe.hset(ProjectKeys(row["project_id"]).referrals(), user_field(_user(row)), _json(edge))
 
-    return await _copy(moving, _REFERRALS, write)
+    return await copy_rows(moving, _REFERRALS, write)
 
 
 # -- dedup marks, users' event names, Idempotency-Key records ---------------------------------------------------------
@@ -194,7 +181,7 @@ async def _dedup(moving: Moving) -> int:
     SELECT * FROM (SELECT project_id, dedup_id, processed,
         created_ms + CASE processed WHEN 0 THEN ? ELSE ? END AS expires_ms FROM dedup) WHERE expires_ms > ?
     """
-    return await _copy(moving, sql, write, (window_ms, hot_ms, moving.now_ms))
+    return await copy_rows(moving, sql, write, (window_ms, hot_ms, moving.now_ms))
 
 
 async def _user_events(moving: Moving) -> int:
@@ -212,7 +199,7 @@ async def _user_events(moving: Moving) -> int:
         MAX(seen_ms) OVER (PARTITION BY project_id, user_type, user_id) AS last_ms
     FROM user_events WHERE seen_ms > ?
     """
-    return await _copy(moving, sql, write, (moving.now_ms - window_ms,))
+    return await copy_rows(moving, sql, write, (moving.now_ms - window_ms,))
 
 
 async def _idempotency(moving: Moving) -> int:
@@ -224,7 +211,7 @@ async def _idempotency(moving: Moving) -> int:
         pipe.pexpireat(key, row["created_ms"] + ttl_ms)
 
     sql = "SELECT * FROM idempotency WHERE response IS NOT NULL AND created_ms > ?"
-    return await _copy(moving, sql, write, (moving.now_ms - ttl_ms,))
+    return await copy_rows(moving, sql, write, (moving.now_ms - ttl_ms,))
 
 
 # -- claim checks, tracking, blocklist --------------------------------------------------------------------------------
@@ -234,7 +221,7 @@ async def _claim_checks(moving: Moving) -> int:
     def write(pipe, row):
         pipe.set(ProjectKeys(row["project_id"]).claim_check(row["id"]), row["record"])  # the same ClaimCheckRecord JSON
 
-    return await _copy(moving, "SELECT project_id, id, record FROM claim_checks", write)
+    return await copy_rows(moving, "SELECT project_id, id, record FROM claim_checks", write)
 
 
 _TRACKING_KEYS = {
@@ -258,13 +245,13 @@ async def _tracking(moving: Moving) -> int:
         pipe.pexpireat(key, row["latest_ms"])
 
     bindings = "SELECT * FROM tracking WHERE kind IN ('repeat', 'code', 'user') AND expires_ms > ?"
-    copied = await _copy(moving, bindings, write, (moving.now_ms,))
+    copied = await copy_rows(moving, bindings, write, (moving.now_ms,))
     users = """
     SELECT project_id, user, value, expires_ms, MAX(expires_ms) OVER (PARTITION BY project_id, user) AS latest_ms
     FROM (SELECT *, substr(key, 1, instr(key, char(31)) - 1) AS user FROM tracking
           WHERE kind = 'user_tracking' AND expires_ms > ?)
     """
-    return copied + await _copy(moving, users, write_user, (moving.now_ms,))
+    return copied + await copy_rows(moving, users, write_user, (moving.now_ms,))
 
 
 async def _blocklist(moving: Moving) -> int:
@@ -273,7 +260,7 @@ async def _blocklist(moving: Moving) -> int:
         pipe.hset(k.blocklist(), user, json.dumps(row["reason"]))
         pipe.zadd(k.blocklist_by_time(), {user: row["created_ms"]})
 
-    return await _copy(moving, "SELECT * FROM blocklist", write)
+    return await copy_rows(moving, "SELECT * FROM blocklist", write)
 
 
 # -- erasures ---------------------------------------------------------------------------------------------------------
@@ -283,7 +270,7 @@ async def _erasure_salts(moving: Moving) -> int:
     def write(pipe, row):
         pipe.set(ProjectKeys(row["project_id"])._key("erasure_salt"), bytes(row["salt"]).hex())
 
-    return await _copy(moving, "SELECT * FROM erasure_salts", write)
+    return await copy_rows(moving, "SELECT * FROM erasure_salts", write)
 
 
 def _erasure_request(row) -> str:
@@ -308,7 +295,7 @@ async def _erasures(moving: Moving) -> int:
         if row["taken_ms"] is None:
             pipe.hset(_slot_key("by_user"), _by_user(row["project_id"], _user(row)), member)
 
-    return await _copy(moving, "SELECT * FROM erasures", write)
+    return await copy_rows(moving, "SELECT * FROM erasures", write)
 
 
 # Projects and API keys last: what the target's check looks for, so a move that failed before them may run again

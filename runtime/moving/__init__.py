@@ -64,7 +64,7 @@ def check_drained(state_file: Path) -> None:
         waiting = {table: source.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in LOG_TABLES}
     if any(waiting.values()):
         raise MoveRefused(
-            f"the data dir's log is not drained ({waiting['outbox']} messages not yet written, "
-            f"{waiting['webhook_feed']} not yet taken by the webhook dispatcher): start `rewards serve` on it with no "
-            "producer sending, wait until its console's health page shows a backlog of 0, stop it, and move again"
+            f"the data dir's log is not drained (messages not yet written: {waiting['outbox']}; not yet taken by the "
+            f"webhook dispatcher: {waiting['webhook_feed']}): start `rewards serve` on it with no producer sending, "
+            "wait until its console's health page shows a backlog of 0, stop it, and move again"
         )

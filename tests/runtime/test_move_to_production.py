@@ -363,3 +363,32 @@ def test_both_shapes_go_on_alike_after_the_move(moved):
             eventually(alike, timeout_s=30)
     finally:
         embedded.stop()
+
+
+# -- what the command refuses, before anything is written -----------------------------------------------------------
+
+
+def _refused(data_dir, env: dict) -> str:
+    done = _cli("move-to-production", "--data-dir", str(data_dir), env=env)
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    return json.loads(done.stderr.strip().splitlines()[-1])["error"]
+
+
+ENGINES_SET = {"CLICKHOUSE_URL": "http://127.0.0.1:9/none", "REDIS_URL": "redis://127.0.0.1:9/0"}  # never reached
+
+
+def test_a_data_dir_in_use_without_engines_or_with_a_log_not_drained_is_refused(tmp_path):
+    from rewards.adapters.embedded.sqlite_db import SqliteDatabase
+    from runtime.data_dir import lock_data_dir
+    from runtime.wiring import state_path
+    from tests.support.harness import run_async
+
+    assert "set CLICKHOUSE_URL and REDIS_URL" in _refused(tmp_path, {"CLICKHOUSE_URL": "", "REDIS_URL": ""})
+    assert "no embedded data" in _refused(tmp_path / "none", ENGINES_SET)
+    database = SqliteDatabase(state_path(tmp_path))
+    run_async(database.run(lambda c: c.execute(
+        "INSERT INTO outbox (project_id, payload, created_ms) VALUES ('p', x'5b5d', 0)")))  # fmt: skip
+    run_async(database.close())
+    assert "messages not yet written: 1;" in _refused(tmp_path, ENGINES_SET)
+    with lock_data_dir(tmp_path):
+        assert "`rewards serve` is running on" in _refused(tmp_path, ENGINES_SET)

@@ -13,17 +13,20 @@ app = typer.Typer()
 @app.command("move-to-production")
 def move_to_production(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     """Copy the embedded default's data dir into the production engines: its warehouse into CLICKHOUSE_URL's server
-    (migrated by `rewards migrate`, its tables empty) and its state into REDIS_URL's Redis (holding none of its
-    projects). Run it with `rewards serve` stopped and its log drained; the data dir is left as it was. Prints the
-    rows copied per table."""
+    and its state into REDIS_URL's Redis, after `rewards migrate` (KAFKA_BOOTSTRAP_SERVERS' topic empty, the tables
+    empty, the Redis holding none of its projects). Run it with `rewards serve` stopped and its log drained
+    (docs/operations.md, "Moving to production"). Prints the rows copied per table."""
     from tqdm import tqdm
 
     from rewards.settings import Settings
     from runtime.data_dir import DataDirInUse, lock_data_dir
     from runtime.moving import MoveRefused
     from runtime.moving import move_to_production as move
+    from runtime.wiring import state_path
 
     settings = Settings(data_dir=data_dir)
+    if not state_path(data_dir).exists():  # (before the lock, which would make the folder)
+        fail(f"no embedded data at {data_dir.resolve()}: pass the folder `rewards serve` uses")
     try:
         lock = lock_data_dir(data_dir)
     except DataDirInUse:

@@ -118,6 +118,15 @@ async def check_target(moving: Moving) -> None:
                           "Redis that holds none of the data dir's projects")  # fmt: skip
 
 
+def resealed(moving: Moving, sealed: str) -> str:
+    """A sealed secret as production keeps it: one the embedded server kept unencrypted (no REWARDS_SECRETS_KEY there)
+    is encrypted with production's key when it has one; an encrypted one is copied as it is."""
+    keys = moving.settings.secrets_keys
+    if keys and not sealing.is_encrypted(sealed):
+        return sealing.seal(sealing.unseal(sealed, keys), keys)
+    return sealed
+
+
 def check_sealed(moving: Moving) -> None:
     """Refuse claim signers' keys and webhook endpoints' secrets the production settings cannot open (another
     REWARDS_SECRETS_KEY): they are copied sealed as they are, never opened nor sealed again."""
@@ -148,12 +157,17 @@ async def check(path: Path, redis: RedisClient, settings: Settings) -> None:
 
 
 async def copy_state(path: Path, redis: RedisClient, settings: Settings, progress=None) -> dict[str, int]:
-    """Copy the state file at `path` into `redis`; {table(s): rows copied}. `progress(tables, rows)` after each."""
+    """Check the target (`check`), then copy the state file at `path` into `redis`: {table(s): rows copied}."""
+    await check(path, redis, settings)
+    return await copy_tables(path, redis, settings, progress)
+
+
+async def copy_tables(path: Path, redis: RedisClient, settings: Settings, progress=None) -> dict[str, int]:
+    """Copy the state file at `path` into `redis` (once `check` passed); {table(s): rows copied}. `progress(tables,
+    rows)` after each."""
     source = await open_source(path)
     try:
         moving = Moving(source, redis, now_ms(), settings)
-        check_sealed(moving)
-        await check_target(moving)
         copied = {}
         for table_copy in copies():
             name = "+".join(table_copy.tables)

@@ -22,7 +22,7 @@ from rewards.domain import webhook_events, webhooks
 from rewards.domain.allotment import KEPT_MS, RELEASES_KEPT_MS, month_end_of
 from rewards.domain.amounts import format_amount
 from rewards.domain.payouts import User
-from runtime.moving.state import Moving, TableCopy, copy_rows, rows
+from runtime.moving.state import Moving, TableCopy, copy_rows, resealed, rows
 
 VERSION = 1  # the wh_version of a project whose deliveries were copied, and of its endpoints' states in the index
 
@@ -70,18 +70,19 @@ async def copy_allot_counters(moving: Moving) -> int:
     return await copy_rows(moving, sql, write, (moving.now_ms,))
 
 
-def history_member(moving: Moving, row) -> tuple[str, int]:
+def history_member(row) -> tuple[str, int]:
     """A row's member of its rolling cap's zset, as the allot script writes one call's grants ("<delivery>#<id>#<ms>|
-    <event ms>:<units>,…": the row's id stands for the call's, the move's time for its), and its score: the latest."""
+    <event ms>:<units>,…": the row's id stands for the call's, its latest grant's time for its; nothing of the move's
+    own, so that a move run again writes the same member, not a second one), and its score: the latest."""
     grants = json.loads(row["grants"])
-    tail = ",".join(f"{at}:{units}" for at, units in grants)
-    return f"moved#{row['rowid']}#{moving.now_ms}|{tail}", max(at for at, _ in grants)
+    tail, latest = ",".join(f"{at}:{units}" for at, units in grants), max(at for at, _ in grants)
+    return f"moved#{row['rowid']}#{latest}|{tail}", latest
 
 
 async def copy_allot_history(moving: Moving) -> int:
     def write(pipe, row) -> None:
         key = ProjectKeys(row["project_id"]).allotment("hist:" + counter_field(row["key"]))
-        member, latest = history_member(moving, row)
+        member, latest = history_member(row)
         pipe.zadd(key, {member: latest})
         pipe.pexpireat(key, row["expires_ms"])  # latest + the currency's keeping: the rows' last is the key's greatest
 
@@ -142,8 +143,9 @@ async def copy_held_payouts(moving: Moving) -> int:
 
 async def copy_webhook_endpoints(moving: Moving) -> int:
     def write(pipe, row) -> None:
-        document = _json(webhooks.to_json(webhooks.from_json(json.loads(row["document"]))))
-        pipe.hset(ProjectKeys(row["project_id"]).webhooks(), row["id"], document)
+        endpoint = webhooks.from_json(json.loads(row["document"]))
+        endpoint = endpoint.with_changes(sealed_secret=resealed(moving, endpoint.sealed_secret))
+        pipe.hset(ProjectKeys(row["project_id"]).webhooks(), row["id"], _json(webhooks.to_json(endpoint)))
 
     return await copy_rows(moving, "SELECT project_id, id, document FROM webhook_endpoints", write)
 

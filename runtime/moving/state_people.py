@@ -18,7 +18,7 @@ from rewards.adapters.production.redis_state.affiliates import _affiliate_json
 from rewards.adapters.production.redis_state.base import _json, _ms
 from rewards.adapters.production.redis_state.erasures import _US, _by_user, _slot_key
 from rewards.domain.payouts import User
-from runtime.moving.state import Moving, TableCopy, copy_rows
+from runtime.moving.state import Moving, TableCopy, copy_rows, resealed
 
 _DEDUP_STATUSES = ("accepted", "processed", "failed")  # dedup.processed: 0, 1, 2 (sqlite_state.ingest)
 
@@ -66,7 +66,8 @@ async def _configs(moving: Moving) -> int:
 
 async def _claim_signers(moving: Moving) -> int:
     def write(pipe, row):
-        fields = {"address": row["address"], "sealed_key": row["sealed_key"], "updated_ms": row["updated_ms"]}
+        sealed_key = resealed(moving, row["sealed_key"])
+        fields = {"address": row["address"], "sealed_key": sealed_key, "updated_ms": row["updated_ms"]}
         pipe.hset(ProjectKeys(row["project_id"]).claim_signer(), mapping=fields)
 
     return await copy_rows(moving, "SELECT * FROM claim_signers", write)

@@ -7,7 +7,6 @@ embedded one's rows (they are copied too), not a second count of them. Memory st
 whatever the table's size.
 """
 
-import re
 from pathlib import Path
 
 from rewards.adapters import migrations
@@ -20,12 +19,12 @@ TWIN = "__moving"
 # for its outbox's deliveries, which no production worker reads).
 SKIPPED = {migrations.TABLE, "worker_plans"}
 _TABLES = """
-SELECT name FROM system.tables
+SELECT name, engine FROM system.tables
 WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT endsWith(name, '__erasing')
   AND NOT endsWith(name, {twin:String})
 ORDER BY name
 """
-_PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
+_ENGINES = "SELECT name, engine FROM system.tables WHERE database = currentDatabase()"
 
 
 async def copy_warehouse(source: ChdbWarehouse, target: ClickHouseWarehouse, folder: Path, progress=None) -> dict:
@@ -49,15 +48,23 @@ async def copy_tables(source: ChdbWarehouse, target, tables: list[str], folder: 
 
 
 async def check(source: ChdbWarehouse, target: ClickHouseWarehouse) -> list[str]:
-    """The tables to copy, once the server is found able to take them: one node, the same migration, empty."""
+    """The tables to copy, once the server is found able to take them: one node, the same migration, the same
+    engines (a cluster's Distributed or Replicated tables are not a target: the twin's insert would reach every shard
+    and fire their views), empty (the workers' plans too: an old plan would cut the new topic's deliveries)."""
     if target.cluster is not None:
         raise MoveRefused("moving into a sharded warehouse is not supported: move into one node")
     here, there = (await migrations.read_state(source)).version, (await migrations.read_state(target)).version
     if here != there:
         raise MoveRefused(f"the warehouses are at migrations {here} (embedded) and {there} (server): run `rewards "
                           "migrate` with CLICKHOUSE_URL set first")  # fmt: skip
-    tables = [row["name"] for row in await source.query(_TABLES, {"twin": TWIN}) if row["name"] not in SKIPPED]
-    held = [table for table in tables if await _rows(target, table)]
+    found = {row["name"]: row["engine"] for row in await source.query(_TABLES, {"twin": TWIN})}
+    tables = [table for table in found if table not in SKIPPED]
+    engines = {row["name"]: row["engine"] for row in await target.query(_ENGINES)}
+    other = [f"{table} ({engines.get(table)})" for table in tables if engines.get(table) != found[table]]
+    if other:
+        raise MoveRefused(f"the server's tables are not the embedded ones' engines: {', '.join(other)} (a cluster's "
+                          "node is not a target: move into one ClickHouse server)")  # fmt: skip
+    held = [table for table in [*tables, "worker_plans"] if await _rows(target, table)]
     if held:
         raise MoveRefused(f"the server's tables must be empty; these hold rows: {', '.join(held)}")
     return tables
@@ -67,17 +74,23 @@ async def _rows(warehouse, table: str) -> int:
     return int((await warehouse.query(f"SELECT count() AS n FROM {table}"))[0]["n"])
 
 
+def _literal(path: Path) -> str:
+    """A path as a ClickHouse string literal (INTO OUTFILE takes a literal, not a parameter)."""
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 async def _copy_table(source: ChdbWarehouse, target: ClickHouseWarehouse, table: str, path: Path) -> None:
-    if not _PLAIN_PATH.match(str(path)):  # INTO OUTFILE takes a literal, not a parameter
-        raise MoveRefused(f"the folder's path must be plain (letters, digits, _ . / -): {path}")
     path.unlink(missing_ok=True)
-    await source.command(f"SELECT * FROM {table} INTO OUTFILE '{path}' FORMAT Native")
+    # zstd: the file takes about the table's own size on disk, not its uncompressed size
+    await source.command(f"SELECT * FROM {table} INTO OUTFILE {_literal(path)} COMPRESSION 'zstd' FORMAT Native")
     twin = table + TWIN
     try:
         await target.command(f"DROP TABLE IF EXISTS {twin}")
         await target.command(f"CREATE TABLE {twin} AS {table}")
         with path.open("rb") as native:
-            await target.insert_file(twin, native, "Native")
+            await target.insert_file(twin, native, "Native", compression="zstd")
+        if (arrived := await _rows(target, twin)) != (sent := await _rows(source, table)):
+            raise MoveRefused(f"{table}: {arrived} rows arrived of {sent}; nothing of it was swapped in")
         await target.command(f"ALTER TABLE {table} REPLACE PARTITION tuple() FROM {twin}")
     finally:
         await target.command(f"DROP TABLE IF EXISTS {twin}")

@@ -388,7 +388,8 @@ def _refused(data_dir, env: dict) -> str:
     return json.loads(done.stderr.strip().splitlines()[-1])["error"]
 
 
-ENGINES_SET = {"CLICKHOUSE_URL": "http://127.0.0.1:9/none", "REDIS_URL": "redis://127.0.0.1:9/0"}  # never reached
+ENGINES_SET = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9", "CLICKHOUSE_URL": "http://127.0.0.1:9/none",
+               "REDIS_URL": "redis://127.0.0.1:9/0"}  # never reached  # fmt: skip
 
 
 def test_a_data_dir_in_use_without_engines_or_with_a_log_not_drained_is_refused(tmp_path):
@@ -397,12 +398,14 @@ def test_a_data_dir_in_use_without_engines_or_with_a_log_not_drained_is_refused(
     from runtime.wiring import state_path
     from tests.support.harness import run_async
 
-    assert "set CLICKHOUSE_URL and REDIS_URL" in _refused(tmp_path, {"CLICKHOUSE_URL": "", "REDIS_URL": ""})
-    assert "no embedded data" in _refused(tmp_path / "none", ENGINES_SET)
+    assert "no embedded data" in _refused(tmp_path / "none", ENGINES_SET) and not (tmp_path / "none").exists()
     database = SqliteDatabase(state_path(tmp_path))
     run_async(database.run(lambda c: c.execute(
         "INSERT INTO outbox (project_id, payload, created_ms) VALUES ('p', x'5b5d', 0)")))  # fmt: skip
     run_async(database.close())
+    assert "set KAFKA_BOOTSTRAP_SERVERS, CLICKHOUSE_URL and REDIS_URL" in _refused(tmp_path, {"REDIS_URL": ""})
+    sharded = {**ENGINES_SET, "REWARDS_CLICKHOUSE_CLUSTER": "rewards"}
+    assert "sharded warehouse (REWARDS_CLICKHOUSE_CLUSTER) is not supported" in _refused(tmp_path, sharded)
     assert "messages not yet written: 1;" in _refused(tmp_path, ENGINES_SET)
     with lock_data_dir(tmp_path):
         assert "`rewards serve` is running on" in _refused(tmp_path, ENGINES_SET)

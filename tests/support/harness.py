@@ -92,11 +92,8 @@ class ProductionServer:
                 if name == "ingest":
                     command += ["--processes", str(self.ingest_processes)]
                 self.processes[name] = subprocess.Popen(command, env=self.env)
-            self.start_workers()
-            for n in range(2, self.worker_processes + 1):
-                command = [sys.executable, "-m", "rewards", "workers"]
-                env = {**self.env, "REWARDS_WORKER_METRICS_PORT": str(self.worker_metrics_ports[n - 1])}
-                self.processes[f"workers-{n}"] = subprocess.Popen(command, env=env)
+            for n in range(1, self.worker_processes + 1):
+                self.start_workers(n)
             if self.webhooks:
                 self.start_webhooks()
             for name in ("ingest", "query"):
@@ -111,9 +108,12 @@ class ProductionServer:
         """Every worker process's /metrics base URL (a record is counted by whichever process took its partition)."""
         return [f"http://127.0.0.1:{port}" for port in self.worker_metrics_ports]
 
-    def start_workers(self) -> subprocess.Popen:
-        self.processes["workers"] = subprocess.Popen([sys.executable, "-m", "rewards", "workers"], env=self.env)
-        return self.processes["workers"]
+    def start_workers(self, n: int = 1) -> subprocess.Popen:
+        """Worker process `n` (`workers`, then `workers-2`, …), with its own /metrics port."""
+        name = "workers" if n == 1 else f"workers-{n}"
+        env = {**self.env, "REWARDS_WORKER_METRICS_PORT": str(self.worker_metrics_ports[n - 1])}
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "rewards", "workers"], env=env)
+        return self.processes[name]
 
     def start_webhooks(self) -> subprocess.Popen:
         self.processes["webhooks"] = subprocess.Popen([sys.executable, "-m", "rewards", "webhooks"], env=self.env)

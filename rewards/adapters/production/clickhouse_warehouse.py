@@ -80,10 +80,12 @@ class ClickHouseWarehouse:
         settings = {**self._insert_settings, "insert_deduplication_token": dedup_token}
         await self._client.raw_insert(table, insert_block=body, settings=settings, fmt="JSONEachRow")
 
-    async def insert_file(self, table: str, data: BinaryIO, fmt: str) -> None:
-        """Stream a file of rows in one of ClickHouse's formats (`Native`, …) into `table`, as one insert (no
-        deduplication: a file is sent once)."""
-        await self._client.raw_insert(table, insert_block=data, settings={"insert_deduplicate": 0}, fmt=fmt)
+    async def insert_file(self, table: str, data: BinaryIO, fmt: str, compression: str | None = None) -> None:
+        """Stream a file of rows in one of ClickHouse's formats (`Native`, …; compressed by `compression`, `zstd`…)
+        into `table`, as one insert (no deduplication: a file is sent once), its rows as they are (not merged on
+        insert by a Summing or Replacing engine: a copy keeps its source's rows)."""
+        settings = {"insert_deduplicate": 0, "optimize_on_insert": 0}
+        await self._client.raw_insert(table, insert_block=data, settings=settings, fmt=fmt, compression=compression)
 
     async def query(self, sql: str, params: dict | None = None) -> list[dict]:
         # clickhouse-connect escapes the values itself (server-side binding): they must not be escaped before.

@@ -4,8 +4,9 @@ to production"): the warehouse (runtime.moving.warehouse) and the state store (r
 
 The embedded log is not copied: a move starts from a drained data dir (every accepted event written, every webhook
 message taken), so Kafka starts with an empty topic and nothing is published twice. Every check runs before anything
-is written: the data dir drained; the server's tables empty and at the same migration; the Redis holding none of the
-data dir's projects or API keys.
+is written: the data dir drained; the events topic empty; one ClickHouse server whose tables are the embedded ones
+(engines, migration) and empty; the secrets openable by production's key; the Redis holding none of the data dir's
+projects or API keys.
 """
 
 import contextlib
@@ -39,11 +40,14 @@ async def move_to_production(data_dir: Path, settings: Settings, progress: Progr
                           "one ClickHouse server")  # fmt: skip
     await check_drained(state_path(data_dir))
     await check_topic(settings)
-    source = ChdbWarehouse(data_dir / "warehouse")
-    target = await open_warehouse(settings.clickhouse_url, settings)
-    # No automatic retries (as the production store): a pipeline sent again after a lost reply could add twice.
-    redis = await open_redis(settings.redis_url, settings, decode_responses=True, retry=Retry(NoBackoff(), 0))
-    try:
+    async with contextlib.AsyncExitStack() as opened:
+        source = ChdbWarehouse(data_dir / "warehouse")
+        opened.push_async_callback(source.close)
+        target = await open_warehouse(settings.clickhouse_url, settings)
+        opened.push_async_callback(target.close)
+        # No automatic retries (as the production store): a pipeline sent again after a lost reply could add twice.
+        redis = await open_redis(settings.redis_url, settings, decode_responses=True, retry=Retry(NoBackoff(), 0))
+        opened.push_async_callback(redis.aclose)
         await source.migrate()  # an embedded warehouse of an older release is brought forward, as serve would
         tables = await warehouse.check(source, target)
         await state.check(state_path(data_dir), redis, settings)
@@ -51,10 +55,6 @@ async def move_to_production(data_dir: Path, settings: Settings, progress: Progr
         moved = {"warehouse": await warehouse.copy_tables(source, target, tables, data_dir / "moving", told)}
         moved["state"] = await state.copy_tables(state_path(data_dir), redis, settings, _part(progress, "state"))
         return moved
-    finally:
-        await redis.aclose()
-        await target.close()
-        await source.close()
 
 
 async def check_topic(settings: Settings) -> None:

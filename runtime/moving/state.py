@@ -1,12 +1,12 @@
 """The state store's part of a move (runtime.moving): the embedded state (SQLite, `state.sqlite3`) written into Redis
 in the production store's own layout (rewards.adapters.production.redis_keys), table by table.
 
-Each SQLite table is copied by one `TableCopy` of the modules named in COPIES, which know both layouts: they read rows
-with a plain read-only connection, in chunks (memory stays bounded whatever the table's size), and write the Redis
-keys through pipelines. Times to live are given from the rows' own times, as the production store would have set them
-(a mark past its window is not copied). The embedded log's tables are not copied: a move starts from a drained data
-dir (its outbox and webhook feed empty: runtime.moving refuses otherwise); NOT_COPIED says which state is not, and
-why (tests/runtime/test_moving_state.py: every other table has its copy).
+Each SQLite table is copied by one `TableCopy` of the modules `copies()` names (state_people, state_money), which know
+both layouts: they read rows with a plain read-only connection, in chunks (memory stays bounded whatever the table's
+size), and write the Redis keys through pipelines. Times to live are given from the rows' own times, as the
+production store would have set them (a mark past its window is not copied). The embedded log's tables are not
+copied: a move starts from a drained data dir (its outbox and webhook feed empty: runtime.moving refuses otherwise);
+NOT_COPIED says which state is not, and why (tests/runtime/test_moving_state.py: every other table has its copy).
 
 Before anything is written, the Redis must hold none of the data dir's projects and none of its API keys: a move
 never merges into, nor overwrites, a store in use.

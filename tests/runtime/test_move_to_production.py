@@ -383,7 +383,9 @@ def test_both_shapes_go_on_alike_after_the_move(moved):
 
 
 def _refused(data_dir, env: dict) -> str:
-    done = _cli("move-to-production", "--data-dir", str(data_dir), env=env)
+    from tests.support.cli import rewards
+
+    done = rewards("move-to-production", data_dir=data_dir, env=env)
     assert done.returncode == 1 and done.stdout == "", done.stdout
     return json.loads(done.stderr.strip().splitlines()[-1])["error"]
 
@@ -403,7 +405,7 @@ def test_a_data_dir_in_use_without_engines_or_with_a_log_not_drained_is_refused(
     run_async(database.run(lambda c: c.execute(
         "INSERT INTO outbox (project_id, payload, created_ms) VALUES ('p', x'5b5d', 0)")))  # fmt: skip
     run_async(database.close())
-    assert "set KAFKA_BOOTSTRAP_SERVERS, CLICKHOUSE_URL and REDIS_URL" in _refused(tmp_path, {"REDIS_URL": ""})
+    assert "set KAFKA_BOOTSTRAP_SERVERS, CLICKHOUSE_URL and REDIS_URL" in _refused(tmp_path, {})
     sharded = {**ENGINES_SET, "REWARDS_CLICKHOUSE_CLUSTER": "rewards"}
     assert "sharded warehouse (REWARDS_CLICKHOUSE_CLUSTER) is not supported" in _refused(tmp_path, sharded)
     assert "messages not yet written: 1;" in _refused(tmp_path, ENGINES_SET)

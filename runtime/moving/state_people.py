@@ -269,7 +269,7 @@ async def _blocklist(moving: Moving) -> int:
 
 async def _erasure_salts(moving: Moving) -> int:
     def write(pipe, row):
-        pipe.set(ProjectKeys(row["project_id"])._key("erasure_salt"), bytes(row["salt"]).hex())
+        pipe.set(ProjectKeys(row["project_id"]).erasure_salt(), bytes(row["salt"]).hex())
 
     return await copy_rows(moving, "SELECT * FROM erasure_salts", write)
 

@@ -40,7 +40,7 @@ async def copy_tables(source: ChdbWarehouse, target, tables: list[str], folder: 
     for table in tables:
         rows = await _rows(source, table)
         if rows:
-            await _copy_table(source, target, table, folder / f"{table}.native")
+            await _copy_table(source, target, table, rows, folder / f"{table}.native")
         copied[table] = rows
         if progress is not None:
             progress(table, rows)
@@ -79,7 +79,7 @@ def _literal(path: Path) -> str:
     return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-async def _copy_table(source: ChdbWarehouse, target: ClickHouseWarehouse, table: str, path: Path) -> None:
+async def _copy_table(source: ChdbWarehouse, target: ClickHouseWarehouse, table: str, sent: int, path: Path) -> None:
     path.unlink(missing_ok=True)
     # zstd: the file takes about the table's own size on disk, not its uncompressed size
     await source.command(f"SELECT * FROM {table} INTO OUTFILE {_literal(path)} COMPRESSION 'zstd' FORMAT Native")
@@ -89,7 +89,7 @@ async def _copy_table(source: ChdbWarehouse, target: ClickHouseWarehouse, table:
         await target.command(f"CREATE TABLE {twin} AS {table}")
         with path.open("rb") as native:
             await target.insert_file(twin, native, "Native", compression="zstd")
-        if (arrived := await _rows(target, twin)) != (sent := await _rows(source, table)):
+        if (arrived := await _rows(target, twin)) != sent:
             raise MoveRefused(f"{table}: {arrived} rows arrived of {sent}; nothing of it was swapped in")
         await target.command(f"ALTER TABLE {table} REPLACE PARTITION tuple() FROM {twin}")
     finally:

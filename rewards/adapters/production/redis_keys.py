@@ -91,6 +91,7 @@ a time. (tests/adapters/test_redis_cluster.py checks that every command the stor
     rw:{p}:wh_failing                    hash    endpoint id → since when every attempt of it failed (ms)
     rw:{p}:wh_version                    string  incremented by each change of the project's deliveries: what the
                                                  global index below keeps the newest answer of
+    rw:{p}:erasure_salt                  string  its erasure pseudonyms' salt (hex: redis_state.erasures)
     rw:{webhooks}:ready                  zset    "<project_id><US><endpoint id>" → the endpoint's earliest due (ms),
                                                  of the endpoints with deliveries pending: what a lease reads first
     rw:{webhooks}:endpoints              hash    the same member, of every endpoint holding deliveries → "<wh_version
@@ -276,3 +277,6 @@ class ProjectKeys:
 
     def webhook_version(self) -> str:
         return self._key("wh_version")
+
+    def erasure_salt(self) -> str:
+        return self._key("erasure_salt")

@@ -77,7 +77,7 @@ class RedisErasureStore(RedisStateBase):
     """The production adapter of rewards.ports.ErasureStore."""
 
     async def request_erasure(self, project_id: str, user: User) -> str:
-        salt_key = ProjectKeys(project_id)._key("erasure_salt")
+        salt_key = ProjectKeys(project_id).erasure_salt()
         await self._redis.set(salt_key, erasure.new_salt().hex(), nx=True)
         salt = bytes.fromhex(_text(await self._redis.get(salt_key)))
         erasure_id = erasure.new_erasure_id()

@@ -249,6 +249,7 @@ def open_embedded_state(data_dir: Path) -> StateStore:
 async def open_worker_resources(settings: Settings, options: "WorkerOptions") -> "Resources":
     """What a production worker process (stream_workers.faust_app) runs on."""
     from rewards.adapters.production.kafka_dead_letters import KafkaDeadLetters
+    from rewards.adapters.production.kafka_positions import KafkaPositions
     from stream_workers.faust_app import Resources
 
     warehouse = await open_warehouse(settings.clickhouse_url, settings)
@@ -261,6 +262,7 @@ async def open_worker_resources(settings: Settings, options: "WorkerOptions") ->
     try:
         resources.log_id = await kafka_cluster_id(settings.kafka_bootstrap_servers)
         resources.dead_letters = await KafkaDeadLetters.start(settings.kafka_bootstrap_servers)
+        resources.positions = await KafkaPositions.start(settings.kafka_bootstrap_servers, settings.worker_group_id)
         if options.state != "sqlite":  # erasures hold the writers of every worker process through Redis
             from rewards.adapters.production.writer_hold import RedisWriterHold
 

@@ -78,6 +78,11 @@ class Planner:
     def queued(self, tp: TP) -> int:
         return len(self._queues.get(tp, ()))
 
+    def first_offset(self, tp: TP) -> int | None:
+        """The offset of the partition's first queued message (None: none queued)."""
+        queue = self._queues.get(tp)
+        return queue[0].offset if queue else None
+
     def added(self, tp: TP) -> int:
         return self._added.get(tp, 0)
 

@@ -23,6 +23,16 @@ Exactly-once effect, from at-least-once delivery:
   A failed delivery is retried, with backoff and a log line, never skipped; a crash at any point
   leaves it uncommitted, to be read again (at least once) and written once (the token).
 
+Continuity: faust can lose messages of a partition across a rebalance (those fetched while its flow is suspended are
+dropped, and its recovery seeks back only to committed offsets above 0, so a partition kept by the same worker may go
+on past them: accepted events never written, found by tests/runtime/test_production_faults.py under joins and kills).
+So at each new generation of the group every queue is dropped and messages fetched in an older generation are
+ignored; before a partition's first delivery of the generation is planned, its first queued message is checked
+against the log (rewards.adapters.production.kafka_positions: the first record at the group's committed offset),
+and if records are missing the partition is read again from the committed offset (`rewards_worker_rewinds_total`,
+a warning). A partition idle for IDLE_S while the log holds a record past its committed offset (a lost message with
+none after it) is read again the same way (`Pipeline.watch`).
+
 Faust keeps no state of its own here (no tables, no leader topic, round-robin assignment, a throwaway
 data directory), and the processor is the embedded default's (`stream_workers.processor.process_delivery`).
 Worker processes share the partitions as one consumer group; a rebalance seeks every partition back to
@@ -32,6 +42,7 @@ gets its partitions in about a second; a dead one's move after `session_timeout_
 
 import asyncio
 import contextlib
+import io
 import itertools
 import os
 import tempfile
@@ -39,7 +50,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Literal, NoReturn, Protocol
 
 import faust
 import structlog
@@ -65,6 +76,10 @@ AT_ONCE = 4
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 10.0
 
+# A partition of this worker that got no message and had nothing to write for IDLE_S while the log holds a record past
+# its committed offset is read again from there (Pipeline.watch): a message faust dropped with none after it.
+WATCH_EVERY_S, IDLE_S = 5.0, 30.0
+LONG_WRITE_S = 60.0  # a delivery written longer is logged with its lane's stack (Pipeline.watch)
 WAIT_FIRST_S, WAIT_MAX_S = 0.02, 1.0  # between tries of a delivery waiting for another partition's records
 WAIT_LOG_S = 30.0
 
@@ -73,6 +88,20 @@ WAITING = Gauge(
     "Deliveries waiting for another partition's records to be written (a reversal before its event, spread by user)",
 )
 COMMIT_FAILURES = Counter("rewards_worker_commit_failures_total", "Offset commits that failed (each stops the worker)")
+REWINDS = Counter(
+    "rewards_worker_rewinds_total",
+    "Partitions read again from their committed offset: messages were missing after a rebalance (Pipeline._resumes)",
+)
+
+
+class Positions(Protocol):
+    """Where a partition truly resumes (rewards.adapters.production.kafka_positions.KafkaPositions)."""
+
+    async def resume_point(self, partition: int) -> int: ...
+
+    async def first_record(self, partition: int, offset: int) -> int | None: ...
+
+    async def close(self) -> None: ...
 
 
 class WorkerOptions(BaseSettings):
@@ -108,9 +137,11 @@ class Resources:
     caught_up: Callable[[], Awaitable[None]] | None = None  # returns once what the log holds now is written
     erase_warehouse: EraseWarehouse | None = None  # the warehouse's half of an erasure round
     erasure_gap_s: float = 300.0  # the least time between two of this process's erasure rounds
+    # Where each partition truly resumes (rewards.adapters.production.kafka_positions): checked after each rebalance.
+    positions: "Positions | None" = None
 
     async def close(self) -> None:
-        for resource in (self.dead_letters, self.plans, self.warehouse, self.state, self.hold):
+        for resource in (self.dead_letters, self.plans, self.warehouse, self.state, self.hold, self.positions):
             if resource is None:
                 continue
             try:
@@ -198,14 +229,16 @@ def build_app(
         pipeline = Pipeline(app, resources, planner, options)
         pipeline.max_queued = settings.worker_batch_size
         erasing = _erasing(resources)
+        watching = asyncio.create_task(pipeline.watch())
         freeze_startup_objects()
         try:
             async for events in stream.take_events(settings.worker_batch_size, within=settings.worker_batch_wait_s):
                 await pipeline.write(events)
         finally:
-            if erasing is not None:
-                erasing.cancel()
-                await asyncio.gather(erasing, return_exceptions=True)
+            for task in (erasing, watching):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             await pipeline.stop()
             await resources.close()
 
@@ -263,14 +296,25 @@ class Pipeline:
         self._to_commit: dict[tuple[str, int], Batch] = {}
         self._committing = asyncio.Lock()
         self.max_queued = 1  # messages queued for busy lanes before `write` waits (the stream's take size)
+        self._generation: int | None = None  # the consumer group generation of the messages queued
+        self._unchecked: set[tuple[str, int]] = set()  # partitions whose resume point is not checked yet
+        self._active: dict[tuple[str, int], float] = {}  # when each partition last got a message or was assigned
+        self._started: dict[tuple[str, int], tuple[str, float]] = {}  # the delivery each lane writes, since when
 
     async def write(self, events) -> None:
         """Queue the events' messages and start their partitions' lanes; return once what is queued for lanes that
         are not waiting is at most `max_queued` messages (back-pressure: the stream is read on when there is room)."""
         if not self._checked:
             await self._check_read_committed()
-        self._planner.add(_message(event) for event in events)
+        generation = self._app.consumer_generation_id
+        if generation != self._generation:
+            self._rebalanced(generation)
+        # A message fetched before the rebalance is read again from the committed offset after it (_resumes).
+        fresh = [_message(event) for event in events if event.message.generation_id == generation]
+        self._planner.add(fresh)
         self._planner.keep_only(self._assigned())
+        now = time.monotonic()
+        self._active.update((message.tp, now) for message in fresh)
         for tp in self._planner.partitions():
             if tp not in self._lanes:
                 self._lanes[tp] = asyncio.create_task(self._lane(tp))
@@ -284,6 +328,88 @@ class Pipeline:
             lane.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
 
+    def _rebalanced(self, generation: int) -> None:
+        """A new generation of the group: every partition's queue dropped (read again from its committed offset), and
+        where each resumes checked before anything of it is written (_resumes)."""
+        self._generation = generation
+        for tp in self._planner.partitions():
+            self._planner.forget(tp)
+        self._unchecked = set(self._assigned())
+        self._active = dict.fromkeys(self._unchecked, time.monotonic())
+
+    async def _resumes(self, tp: tuple[str, int]) -> bool:
+        """Whether the partition's queue starts where the group resumes it. faust may drop messages around a
+        rebalance and go on past them (rewards.adapters.production.kafka_positions): then the first record at or
+        after the committed offset comes before the queue's first, and the partition is read again from the
+        committed offset (its queue dropped; the lane ends, and starts again as the messages come)."""
+        positions = self._resources.positions
+        if positions is None or tp not in self._unchecked:
+            return True
+        first = self._planner.first_offset(tp)
+        if first is None:
+            return True
+        committed = await retrying("reading the committed offset", lambda: positions.resume_point(tp[1]))
+        found = await retrying("reading the log", lambda: positions.first_record(tp[1], committed))
+        if found is not None and found < first:
+            why = "messages missing after a rebalance"
+            await self._rewind(tp, committed, why, missing_from=found, queued_from=first)
+            return False
+        self._unchecked.discard(tp)
+        log.info("partition resumes where committed", topic=tp[0], partition=tp[1], committed=committed, first=first)
+        return True
+
+    async def _rewind(self, tp: tuple[str, int], committed: int, why: str, **context) -> None:
+        """Read the partition again from its committed offset (what is queued of it dropped)."""
+        REWINDS.inc()
+        log.warning(f"{why}; reading the partition again from its committed offset", topic=tp[0], partition=tp[1],
+                    committed=committed, **context)  # fmt: skip
+        self._planner.forget(tp)
+        self._active[tp] = time.monotonic()
+        await self._app.consumer.seek(TP(*tp), committed)
+
+    async def watch(self) -> None:
+        """Every WATCH_EVERY_S, the partitions idle for IDLE_S checked against the log (_rewind_idle); a failed check
+        is logged and tried again next time."""
+        while True:
+            await asyncio.sleep(WATCH_EVERY_S)
+            self._report_long_writes()
+            try:
+                await self._rewind_idle()
+            except Exception:
+                FAILURES.inc()
+                log.exception("checking idle partitions against the log failed; trying again")
+
+    def _report_long_writes(self) -> None:
+        """A delivery written for LONG_WRITE_S or more (not waiting for another partition: that has its own lines) is
+        logged with where its lane stands, every LONG_WRITE_S while it lasts: a write that hangs is never silent."""
+        now = time.monotonic()
+        for tp, (token, since) in list(self._started.items()):
+            lasted = now - since
+            if tp in self._waiting or lasted < LONG_WRITE_S or lasted % LONG_WRITE_S >= WATCH_EVERY_S:
+                continue
+            lane = self._lanes.get(tp)
+            stack = io.StringIO()
+            if lane is not None:
+                lane.print_stack(file=stack)
+            log.warning("a delivery is still being written", token=token, seconds=round(lasted), stack=stack.getvalue())
+
+    async def _rewind_idle(self) -> None:
+        """A partition with no lane, nothing queued and no message for IDLE_S is read again from its committed offset
+        if the log holds a record there: a message faust lost with none after it would otherwise wait forever."""
+        positions, now = self._resources.positions, time.monotonic()
+        if positions is None:
+            return
+        if self._app.consumer_generation_id != self._generation:
+            self._rebalanced(self._app.consumer_generation_id)  # (no message came since the rebalance)
+        for tp in sorted(self._assigned()):
+            if tp in self._lanes or self._planner.queued(tp) or now - self._active.setdefault(tp, now) < IDLE_S:
+                continue
+            committed = await positions.resume_point(tp[1])
+            if (found := await positions.first_record(tp[1], committed)) is not None:
+                await self._rewind(tp, committed, "a record past the committed offset was never received", found=found)
+            else:
+                self._active[tp] = now  # checked: look again after another IDLE_S
+
     def _busy_queued(self) -> int:
         return sum(self._planner.queued(tp) for tp in self._lanes if tp not in self._waiting)
 
@@ -292,6 +418,8 @@ class Pipeline:
             while tp in self._assigned():
                 added = self._planner.added(tp)
                 async with self._writing:  # a delivery is planned (decoded) only once it has its turn: memory
+                    if not await self._resumes(tp):
+                        return
                     batch = await retrying("planning deliveries", lambda: self._planner.batch_of(tp))
                     if batch is None:
                         if self._planner.added(tp) == added:
@@ -327,6 +455,7 @@ class Pipeline:
                     )
 
         waiting = _Wait(batch, self._app.consumer)
+        self._started[batch.tp] = (batch.delivery.token, time.monotonic())
         try:
             while True:
                 try:
@@ -352,6 +481,7 @@ class Pipeline:
             log.warning("partition moved to another worker; delivery left to it", token=batch.delivery.token)
             return False
         finally:
+            self._started.pop(batch.tp, None)
             if waiting.since is not None:
                 self._waiting.discard(batch.tp)
                 waiting.over(batch.tp in self._assigned())

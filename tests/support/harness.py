@@ -27,6 +27,9 @@ FAST_SWEEPS = {
     # Workers SIGKILLed by a test leave their leases on the shared Redis: a round waits this long for them.
     "REWARDS_WORKER_LEASE_S": "3",
 }
+# The servers' log level: REWARDS_TEST_LOG_LEVEL=info shows their info lines (a worker's deliveries and rebalances) in a
+# failing test's captured output.
+SERVER_LOG_LEVEL = os.environ.get("REWARDS_TEST_LOG_LEVEL", "warning")
 
 
 def free_port() -> int:
@@ -45,7 +48,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.urls = {"ingest": self.url, "query": self.url}
-        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **(env or {})}
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": SERVER_LOG_LEVEL, **FAST_SWEEPS, **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Server":
@@ -77,8 +80,9 @@ class ProductionServer:
         self.ports = {"ingest": free_port(), "query": free_port(), "worker_metrics": free_port()}
         # Each worker process serves its own /metrics: the first on ports["worker_metrics"], the others after it.
         self.worker_metrics_ports = [self.ports["worker_metrics"]] + [free_port() for _ in range(worker_processes - 1)]
-        metrics = {"REWARDS_WORKER_METRICS_PORT": str(self.ports["worker_metrics"])}
-        self.env = {**os.environ, "REWARDS_LOG_LEVEL": "warning", **FAST_SWEEPS, **metrics, **engine_env, **(env or {})}
+        # No worker metrics port in `env`: a worker process started from it by a test serves none (two on one port:
+        # the second dies at start, "Address already in use"); start_workers gives each of the stack's its own.
+        self.env = {**os.environ, "REWARDS_LOG_LEVEL": SERVER_LOG_LEVEL, **FAST_SWEEPS, **engine_env, **(env or {})}
         self.urls = {name: f"http://127.0.0.1:{self.ports[name]}" for name in ("ingest", "query")}
         self.url = self.urls["ingest"]
         self.processes: dict[str, subprocess.Popen] = {}

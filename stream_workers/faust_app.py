@@ -401,14 +401,22 @@ class Pipeline:
             return
         if self._app.consumer_generation_id != self._generation:
             self._rebalanced(self._app.consumer_generation_id)  # (no message came since the rebalance)
+        if self._busy_queued() > self.max_queued:
+            return  # `write` holds the stream back: messages may wait in faust's buffers meanwhile
         for tp in sorted(self._assigned()):
-            if tp in self._lanes or self._planner.queued(tp) or now - self._active.setdefault(tp, now) < IDLE_S:
+            if not self._idle(tp, now):
                 continue
             committed = await positions.resume_point(tp[1])
-            if (found := await positions.first_record(tp[1], committed)) is not None:
+            found = await positions.first_record(tp[1], committed)
+            if found is not None and self._idle(tp, now):  # (nothing came meanwhile)
                 await self._rewind(tp, committed, "a record past the committed offset was never received", found=found)
-            else:
+            elif found is None:
                 self._active[tp] = now  # checked: look again after another IDLE_S
+
+    def _idle(self, tp: tuple[str, int], now: float) -> bool:
+        """No lane, nothing queued, and no message since IDLE_S before `now`."""
+        quiet = now - self._active.setdefault(tp, now) >= IDLE_S
+        return quiet and tp not in self._lanes and not self._planner.queued(tp)
 
     def _busy_queued(self) -> int:
         return sum(self._planner.queued(tp) for tp in self._lanes if tp not in self._waiting)

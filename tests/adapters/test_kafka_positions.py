@@ -5,21 +5,10 @@ rebalance (stream_workers.faust_app, Pipeline._resumes)."""
 import uuid
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
 from rewards.adapters.production.kafka_positions import KafkaPositions
-
-
-async def _topic(url: str) -> str:
-    name = f"positions-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=url)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
-    return name
+from tests.support.kafka_helpers import new_topic
 
 
 async def _publish(url: str, topic: str, values: list[tuple[bytes, bool]]) -> list[int]:
@@ -48,7 +37,7 @@ async def _commit(url: str, group: str, topic: str, offset: int) -> None:
 
 
 async def test_the_first_record_skips_markers_and_aborted_records_and_the_resume_point_follows_commits(kafka_url):
-    topic, group = await _topic(kafka_url), f"group-{uuid.uuid4().hex[:8]}"
+    topic, group = await new_topic(kafka_url, "positions"), f"group-{uuid.uuid4().hex[:8]}"
     first, aborted, third = await _publish(kafka_url, topic, [(b"a", True), (b"b", False), (b"c", True)])
     positions = await KafkaPositions.start(kafka_url, group, topic)
     try:

@@ -11,28 +11,17 @@ import faust
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from rewards.devengines import clickhouse, start_clickhouse
 from schemas.clickhouse import INSERT_SETTINGS, statements
+from tests.support.kafka_helpers import new_topic
 
 # The real-engine fixtures (kafka_url, kafka_broker, redis_url, clickhouse_url), without touching conftest.py.
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-async def new_topic(bootstrap: str) -> str:
-    topic = unique("smoke")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
-    return topic
 
 
 async def read_all(bootstrap: str, topic: str, isolation_level: str) -> list[bytes]:
@@ -61,7 +50,7 @@ async def commit(producer: AIOKafkaProducer, topic: str, *values: bytes) -> None
 
 
 async def test_read_committed_consumer_sees_committed_transactions_only(kafka_url):
-    topic = await new_topic(kafka_url)
+    topic = await new_topic(kafka_url, "smoke")
     producer = AIOKafkaProducer(bootstrap_servers=kafka_url, transactional_id=unique("tx"))
     await producer.start()
     try:
@@ -81,7 +70,7 @@ async def test_read_committed_consumer_sees_committed_transactions_only(kafka_ur
 async def test_a_stopped_broker_fails_sends_within_a_bound_and_works_again_after_restart(kafka_broker, caplog):
     caplog.set_level(logging.CRITICAL, logger="aiokafka")  # it logs each failed reconnect, ~10 a second per client
     url = kafka_broker.url
-    topic = await new_topic(url)
+    topic = await new_topic(url, "smoke")
     transactional_id = unique("tx")
     plain = AIOKafkaProducer(bootstrap_servers=url, request_timeout_ms=2000)
     producer = AIOKafkaProducer(bootstrap_servers=url, transactional_id=transactional_id, request_timeout_ms=2000)
@@ -122,7 +111,8 @@ async def wait_until(condition, timeout: float) -> None:
 
 
 async def test_faust_agent_consumes_records_from_the_broker(kafka_url, tmp_path):
-    topic = await new_topic(kafka_url)  # before the worker subscribes: a missing topic is ignored by its assignor
+    # Before the worker subscribes: a missing topic is ignored by its assignor.
+    topic = await new_topic(kafka_url, "smoke")
     app = faust.App(
         unique("smoke-app"),
         broker=f"kafka://{kafka_url}",

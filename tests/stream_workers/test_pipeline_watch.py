@@ -15,7 +15,6 @@ import uuid
 import pytest
 import structlog.testing
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from faust.types import TP
 from prometheus_client import REGISTRY
 
@@ -23,6 +22,7 @@ from rewards.adapters.production.kafka_positions import KafkaPositions
 from stream_workers import faust_app
 from stream_workers.batches import Message, Planner
 from stream_workers.faust_app import Pipeline, Resources, WorkerOptions
+from tests.support.kafka_helpers import new_topic
 
 
 class _Consumer:
@@ -48,13 +48,7 @@ class _App:
 async def log(kafka_url):
     """A topic of one partition holding three committed records (each in a transaction of its own), and a
     KafkaPositions of a group that never committed there."""
-    topic = f"resume-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_url)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
+    topic = await new_topic(kafka_url, "resume")
     producer = AIOKafkaProducer(bootstrap_servers=kafka_url, transactional_id=f"resume-{uuid.uuid4().hex}")
     await producer.start()
     offsets = []
@@ -111,13 +105,7 @@ async def test_an_idle_partition_is_read_again_only_if_the_log_holds_a_record_pa
 
 
 async def test_a_partition_whose_log_ends_at_its_committed_offset_is_left_alone(kafka_url, monkeypatch):
-    topic = f"resume-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_url)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
+    topic = await new_topic(kafka_url, "resume")
     positions = await KafkaPositions.start(kafka_url, f"group-{uuid.uuid4().hex[:8]}", topic)
     try:
         pipeline, app, _planner = _pipeline(topic, positions)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rewards.devengines import Engine, EngineFailed, EngineUnavailable
 from rewards.domain.payout_config import PayoutConfig
@@ -209,3 +210,15 @@ def drain_markers(project_id: str) -> list[dict]:
         )
         n += 1
     return list(markers.values())
+
+
+async def new_topic(bootstrap: str, prefix: str = "test", partitions: int = 1) -> str:
+    """A topic of a name of its own on the broker at `bootstrap`."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    finally:
+        await admin.close()
+    return topic

@@ -102,17 +102,11 @@ async def test_a_backlog_that_cannot_be_measured_keeps_the_last_measure():
 
 async def test_the_kafka_lag_is_what_the_group_has_not_committed(kafka_url):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     from rewards.adapters.production.kafka_lag import KafkaLag
+    from tests.support.kafka_helpers import new_topic
 
-    topic, group = f"lag-{uuid.uuid4().hex[:8]}", f"lag-group-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_url)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
-    finally:
-        await admin.close()
+    topic, group = await new_topic(kafka_url, "lag", partitions=2), f"lag-group-{uuid.uuid4().hex[:8]}"
     lag = await KafkaLag.start(kafka_url, group, topic)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_url)
     consumer = AIOKafkaConsumer(bootstrap_servers=kafka_url, group_id=group, enable_auto_commit=False)

@@ -6,16 +6,19 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run demo test test-cluster lint install clean bench
 
+# uv (from PyPI, into the venv) installs what pip would, resolved the same way, in seconds instead of a minute:
+# the suite's clock starts at the clone. `pip install -e .` works as well.
+UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml
-	@echo "Installing the service into $(VENV) (the first time: about a minute)..."
+	@echo "Installing the service into $(VENV)..."
 	@python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install -q --disable-pip-version-check -e .
+	@$(PY) -m pip install -q --disable-pip-version-check uv
+	@$(UV) pip install -q --python $(PY) -e .
 	@touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
 	@echo "Installing the tests' and benchmarks' dependencies..."
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(UV) pip install -q --python $(PY) -e '.[dev]'
 	@touch $(DEV_STAMP)
 
 # tests/web/test_docs_page.py drives Debian's Chromium (playwright's own browser download cannot work here). Installed

@@ -71,7 +71,8 @@ def run(context: Context) -> list[Figure]:
 def _production(context: Context, case: Case, load: Load) -> "Steady":
     env = {"REWARDS_RATE_LIMITS": LIMITS, "REWARDS_LOG_LEVEL": "warning", "REWARDS_MAX_BACKLOG": "0",
            "REWARDS_CONVERSION_SHARDS": str(case.shards)}  # fmt: skip
-    server = ProductionServer(context.engine_env, env, ingest_processes=os.cpu_count() or 1).start()
+    ingest_processes = 1 if context.smoke else os.cpu_count() or 1  # (the smoke test: one process starts sooner)
+    server = ProductionServer(context.engine_env, env, ingest_processes=ingest_processes).start()
     extra: list[subprocess.Popen] = []
     try:
         project_id, key = project_and_key(server, load.referred_users)

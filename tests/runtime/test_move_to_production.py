@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from rewards.devengines import clickhouse
+from tests.support.cli import rewards
 from tests.support.harness import Api, ProductionServer, Server, eventually, free_port
 from tests.support.real_engines import _own_engine
 
@@ -383,8 +384,6 @@ def test_both_shapes_go_on_alike_after_the_move(moved):
 
 
 def _refused(data_dir, env: dict) -> str:
-    from tests.support.cli import rewards
-
     done = rewards("move-to-production", data_dir=data_dir, env=env)
     assert done.returncode == 1 and done.stdout == "", done.stdout
     return json.loads(done.stderr.strip().splitlines()[-1])["error"]

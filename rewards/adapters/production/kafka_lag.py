@@ -91,12 +91,7 @@ class KafkaLag:
         return [TopicPartition(self._topic, p) for p in partitions]
 
     async def _committed(self, tps: list[TopicPartition]) -> dict:
-        committed = await self._admin.list_consumer_group_offsets(self._group_id, partitions=tps)
-        # Each partition asked for is answered (offset -1: never committed), unless the broker asked was not the
-        # group's coordinator (any more): then the answer is empty, and counting from the beginning would be wrong.
-        if any(tp not in committed for tp in tps):
-            raise _NotAnswered(f"the coordinator of group {self._group_id} did not answer for every partition")
-        return committed
+        return await committed_offsets(self._admin, self._group_id, tps)
 
 
 async def start_both(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> None:
@@ -107,6 +102,16 @@ async def start_both(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> 
     except BaseException:
         await admin.close()
         raise
+
+
+async def committed_offsets(admin: AIOKafkaAdminClient, group_id: str, tps: list[TopicPartition]) -> dict:
+    """The group's committed offset of each partition (an OffsetAndMetadata; offset -1: never committed). Raises a
+    retriable KafkaError (ask again: `on_live_broker`) when the broker asked was not the group's coordinator (any
+    more): its answer is then empty, and counting from the beginning would be wrong."""
+    committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
+    if any(tp not in committed for tp in tps):
+        raise _NotAnswered(f"the coordinator of group {group_id} did not answer for every partition")
+    return committed
 
 
 class _NotAnswered(KafkaError):

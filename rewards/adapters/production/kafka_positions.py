@@ -11,9 +11,8 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
-from rewards.adapters.production.kafka_lag import on_live_broker, start_both
+from rewards.adapters.production.kafka_lag import committed_offsets, on_live_broker, start_both
 from schemas.topics import EVENTS_TOPIC
 
 ASK_TIMEOUT_S = 10.0  # asking the group's coordinator again while it moves (or is still being elected)
@@ -41,16 +40,9 @@ class KafkaPositions:
         """The offset the group resumes the partition from: its committed offset, or the partition's first offset if
         the group never committed one."""
         tp = TopicPartition(self._topic, partition)
-
-        async def committed() -> int:
-            offsets = await self._admin.list_consumer_group_offsets(self._group_id, partitions=[tp])
-            if tp not in offsets:  # asked a broker that is not the group's coordinator (any more)
-                raise NotAnswered(f"the coordinator of group {self._group_id} did not answer for {partition}")
-            return offsets[tp].offset  # -1: never committed
-
         async with asyncio.timeout(ASK_TIMEOUT_S):
-            offset = await on_live_broker(committed)
-        return max(offset, (await self._consumer.beginning_offsets([tp]))[tp])
+            committed = await on_live_broker(lambda: committed_offsets(self._admin, self._group_id, [tp]))
+        return max(committed[tp].offset, (await self._consumer.beginning_offsets([tp]))[tp])  # -1: never committed
 
     async def first_record(self, partition: int, offset: int) -> int | None:
         """The offset of the first committed record at or after `offset` (transaction markers and aborted records
@@ -72,7 +64,3 @@ class KafkaPositions:
     async def close(self) -> None:
         await self._consumer.stop()
         await self._admin.close()
-
-
-class NotAnswered(KafkaError):
-    retriable = True
